@@ -1,0 +1,118 @@
+// A schedule: what one rank does during one collective, as data.
+//
+// An algorithm never touches a socket. Given the collective's description and (rank, nranks) it
+// emits an ordered list of steps over byte ranges of named buffers. The program order is the
+// meaning: running the steps one after another, with each recv waiting for the matching send of
+// its peer (FIFO per ordered pair), gives the right result. finalize() derives from that order
+// the dependencies that an executor must respect (read-after-write, write-after-read,
+// write-after-write on overlapping ranges, plus FIFO order of sends to / recvs from one peer), so
+// an executor can run independent steps concurrently — receive, reduce and send of different
+// chunks overlap — and still mean the same thing. The symbolic checker runs the program order.
+//
+// Step semantics (⊕ is the collective's reduction operator applied element-wise):
+//   kSend       peer, a          : send bytes of a to peer
+//   kRecv       peer, dst        : receive into dst
+//   kRecvReduce peer, a, dst     : dst = a ⊕ (message from peer); a may equal dst
+//   kCopy       a, dst           : dst = a (ranges of equal size, non-overlapping or identical)
+//   kReduce     a, b, dst        : dst = a ⊕ b; dst may equal a or b
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "algorithms/kernels/dtype.h"
+
+namespace chorus::sched {
+
+// Buffer ids. Buffers >= kFirstUserBuf are extra user buffers (grouped point-to-point).
+using BufId = uint16_t;
+inline constexpr BufId kInput = 0;
+inline constexpr BufId kOutput = 1;
+inline constexpr BufId kScratch = 2;
+inline constexpr BufId kFirstUserBuf = 3;
+
+struct Range {
+  BufId buf = kInput;
+  uint64_t offset = 0;  // bytes
+  uint64_t bytes = 0;
+};
+
+enum class StepKind : uint8_t { kSend, kRecv, kRecvReduce, kCopy, kReduce };
+const char* stepKindName(StepKind k);
+
+struct Step {
+  StepKind kind = StepKind::kCopy;
+  int32_t peer = -1;
+  Range a;
+  Range b;
+  Range dst;
+  // Filled by finalize(): indices of earlier steps this one waits for.
+  std::vector<uint32_t> deps;
+};
+
+// The collectives, as the header check and the cache key name them.
+enum class Coll : uint8_t {
+  kAllReduce,
+  kBroadcast,
+  kReduce,
+  kAllGather,
+  kReduceScatter,
+  kAllToAll,
+  kAllToAllv,
+  kGather,
+  kScatter,
+  kBarrier,
+  kSendRecv,  // grouped point-to-point
+};
+const char* collName(Coll c);
+
+// Everything a builder needs. Counts are in elements; builders emit byte ranges.
+struct CollDesc {
+  Coll coll = Coll::kAllReduce;
+  uint64_t count = 0;     // allreduce/bcast/reduce: count; allgather/gather: sendcount;
+                          // reducescatter/scatter: recvcount; alltoall: per-peer count
+  size_t elemSize = 4;
+  int root = 0;
+  bool inPlace = false;   // NCCL's in-place convention for this collective
+  uint64_t chunkBytes = 1 << 20;  // pipelining granularity (rounded down to whole elements)
+  // alltoallv only, this rank's view (nranks entries each, in elements):
+  std::vector<uint64_t> sendCounts, sendDispls, recvCounts, recvDispls;
+};
+
+class Schedule {
+ public:
+  std::string algo;          // "ring", "chain", "pairwise", ... (for stats and logs)
+  std::vector<Step> steps;
+  uint64_t scratchBytes = 0;
+  // Peers this rank exchanges the consistency header with: every peer in a step, plus peers the
+  // algorithm talks to even when there is no data (count 0), so mismatches still surface.
+  std::vector<int> peers;
+  // In-place aliasing, as byte offsets: when set, one buffer lives inside the other. At most one
+  // is set. Builders set it from CollDesc::inPlace; finalize() uses it for dependencies and the
+  // checker uses it to lay out memory exactly as the user's call does.
+  int64_t inputInOutput = -1;  // input starts at this offset of output (allgather)
+  int64_t outputInInput = -1;  // output starts at this offset of input (reducescatter, allreduce)
+
+  // Step builders. Data steps with zero bytes are dropped (their peer is still recorded).
+  void send(int peer, Range a);
+  void recv(int peer, Range dst);
+  void recvReduce(int peer, Range a, Range dst);
+  void copy(Range a, Range dst);
+  void reduce(Range a, Range b, Range dst);
+  void addPeer(int peer);
+
+  // Computes deps. Call once, after the last step.
+  void finalize();
+
+  // Bytes this schedule sends to / receives from `peer`, and the number of messages.
+  uint64_t bytesTo(int peer) const;
+  uint64_t bytesFrom(int peer) const;
+  uint32_t messagesTo(int peer) const;
+  uint32_t messagesFrom(int peer) const;
+
+  // Maps a range to the buffer it really lives in under in-place aliasing.
+  Range canonical(Range r) const;
+};
+
+}  // namespace chorus::sched

@@ -1,0 +1,271 @@
+/// chorus: collective communication for CPU and CUDA buffers.
+///
+/// The C ABI. Names, argument order and in-place conventions follow NCCL so that a framework's
+/// NCCL backend ports by renaming: every collective ends with `(..., comm, stream)`. For host
+/// buffers the blocking call has completed when it returns and `stream` is ignored (pass NULL);
+/// for device buffers the operation is ordered on `stream`.
+///
+/// Every call returns a chorusResult_t; chorusGetLastError(comm) gives the full message of the
+/// last failure on that communicator (or of the calling thread, when comm is NULL).
+#ifndef CHORUS_CHORUS_H_
+#define CHORUS_CHORUS_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CHORUS_MAJOR 0
+#define CHORUS_MINOR 1
+#define CHORUS_PATCH 0
+/// Encoded as MAJOR*10000 + MINOR*100 + PATCH.
+#define CHORUS_VERSION_CODE (CHORUS_MAJOR * 10000 + CHORUS_MINOR * 100 + CHORUS_PATCH)
+
+/// Result of every call.
+typedef enum {
+  chorusSuccess = 0,
+  chorusInvalidArgument = 1,  ///< a bad argument: null buffer, bad type/op, rank out of range...
+  chorusInvalidUsage = 2,     ///< ranks disagree (count, type, op, root, collective), misuse
+  chorusSystemError = 3,      ///< a system call failed (named in the message)
+  chorusRemoteError = 4,      ///< a peer died or failed; the communicator is unusable
+  chorusTimeout = 5,          ///< a wait exceeded the communicator's timeout
+  chorusInternalError = 6,    ///< a bug in chorus
+  chorusInProgress = 7,       ///< nonblocking operation not complete yet (chorusTest)
+  chorusNumResults = 8
+} chorusResult_t;
+
+/// Element types. Values match NCCL's. 16- and 8-bit floats accumulate in float32.
+typedef enum {
+  chorusInt8 = 0,
+  chorusChar = 0,
+  chorusUint8 = 1,
+  chorusInt32 = 2,
+  chorusInt = 2,
+  chorusUint32 = 3,
+  chorusInt64 = 4,
+  chorusUint64 = 5,
+  chorusFloat16 = 6,
+  chorusHalf = 6,
+  chorusFloat32 = 7,
+  chorusFloat = 7,
+  chorusFloat64 = 8,
+  chorusDouble = 8,
+  chorusBfloat16 = 9,
+  chorusFloat8e4m3 = 10,
+  chorusFloat8e5m2 = 11,
+  chorusNumTypes = 12
+} chorusDataType_t;
+
+/// Reduction operators. Values >= chorusNumOps are created with chorusRedOpCreatePreMulSum and
+/// are valid only on the communicator that created them.
+typedef enum {
+  chorusSum = 0,
+  chorusProd = 1,
+  chorusMax = 2,
+  chorusMin = 3,
+  chorusAvg = 4,
+  chorusNumOps = 5,
+  chorusMaxRedOp = 0x7fffffff
+} chorusRedOp_t;
+
+/// Where the PreMulSum scalar lives.
+typedef enum {
+  chorusScalarDevice = 0,         ///< pointer to device memory, read when the collective runs
+  chorusScalarHostImmediate = 1   ///< pointer to host memory, read at creation
+} chorusScalarResidence_t;
+
+/// Opaque communicator.
+typedef struct chorusComm* chorusComm_t;
+/// Opaque CUDA stream (cudaStream_t); NULL for host buffers.
+typedef void* chorusStream_t;
+/// Handle of a nonblocking operation; complete it with chorusWait or chorusTest.
+typedef struct chorusRequest* chorusRequest_t;
+
+#define CHORUS_UNIQUE_ID_BYTES 128
+/// Identifies a job: the rendezvous address and a 128-bit secret. Created by one process with
+/// chorusGetUniqueId and passed to all ranks (MPI broadcast, file, ...).
+typedef struct {
+  char internal[CHORUS_UNIQUE_ID_BYTES];
+} chorusUniqueId;
+
+/// Per-transport traffic counters of one communicator.
+typedef struct {
+  char name[16];                ///< "tcp", "shm", ...
+  uint64_t bytesSentIntraHost;  ///< to peers on the same host
+  uint64_t bytesRecvIntraHost;
+  uint64_t bytesSentInterHost;  ///< to peers on other hosts
+  uint64_t bytesRecvInterHost;
+} chorusTransportStats_t;
+
+/// Number of collectives run with one algorithm.
+typedef struct {
+  char name[32];  ///< "allreduce:ring", ...
+  uint64_t count;
+} chorusAlgoStats_t;
+
+#define CHORUS_STATS_MAX_TRANSPORTS 8
+#define CHORUS_STATS_MAX_ALGOS 64
+/// Filled by chorusCommGetStats. Set `structSize = sizeof(chorusStats_t)` before the call.
+typedef struct {
+  size_t structSize;
+  int numTransports;
+  chorusTransportStats_t transports[CHORUS_STATS_MAX_TRANSPORTS];
+  int numAlgos;
+  chorusAlgoStats_t algos[CHORUS_STATS_MAX_ALGOS];
+} chorusStats_t;
+
+/* ---- Version, errors, environment ------------------------------------------------------- */
+
+/// Writes CHORUS_VERSION_CODE of the loaded library.
+chorusResult_t chorusGetVersion(int* version);
+/// Short, static text of a result code.
+const char* chorusGetErrorString(chorusResult_t result);
+/// Full message of the last failure on `comm` (or of this thread when comm is NULL).
+const char* chorusGetLastError(chorusComm_t comm);
+/// Build features, e.g. "tcp mpi hwloc" (static text).
+const char* chorusGetBuildFeatures(void);
+/// The index-th CHORUS_* environment variable: name, default and doc (static text).
+/// Returns chorusInvalidArgument when index is past the last one.
+chorusResult_t chorusGetEnvInfo(int index, const char** name, const char** defaultValue,
+                                const char** doc);
+
+/* ---- Communicators ---------------------------------------------------------------------- */
+
+/// Creates a unique id and starts its rendezvous store in the calling process (it serves until
+/// every communicator created from the id has been destroyed, or the process exits).
+chorusResult_t chorusGetUniqueId(chorusUniqueId* uniqueId);
+/// Collective over `nranks` processes: joins the job identified by `commId` as `rank`.
+chorusResult_t chorusCommInitRank(chorusComm_t* comm, int nranks, chorusUniqueId commId, int rank);
+/// Joins the job described by the environment: CHORUS_ROOT/CHORUS_RANK/CHORUS_NRANKS, torchrun's
+/// MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE, or the rank and size of mpirun/srun
+/// (OMPI_COMM_WORLD_*, PMIX_RANK, SLURM_PROCID/SLURM_NTASKS) with the root from CHORUS_ROOT or
+/// MASTER_ADDR/MASTER_PORT.
+chorusResult_t chorusCommInitFromEnv(chorusComm_t* comm);
+/// Collective over `comm`: ranks with the same color form a new communicator, ordered by key then
+/// by rank in `comm`. color < 0 (CHORUS_SPLIT_NOCOLOR) yields *newcomm = NULL.
+#define CHORUS_SPLIT_NOCOLOR (-1)
+chorusResult_t chorusCommSplit(chorusComm_t comm, int color, int key, chorusComm_t* newcomm);
+/// Frees the communicator. Not collective; outstanding nonblocking operations are completed first
+/// (bounded by the timeout).
+chorusResult_t chorusCommDestroy(chorusComm_t comm);
+/// Frees the communicator without waiting: outstanding operations fail, peers are told.
+chorusResult_t chorusCommAbort(chorusComm_t comm);
+chorusResult_t chorusCommCount(const chorusComm_t comm, int* count);
+chorusResult_t chorusCommUserRank(const chorusComm_t comm, int* rank);
+/// Bounded waits of this communicator, in seconds (default CHORUS_TIMEOUT).
+chorusResult_t chorusCommSetTimeout(chorusComm_t comm, double seconds);
+/// Traffic per transport (intra- vs inter-host) and collectives run per algorithm.
+chorusResult_t chorusCommGetStats(const chorusComm_t comm, chorusStats_t* stats);
+
+/// Creates op = sum of (scalar * input) over ranks. `scalar` has type `datatype`.
+chorusResult_t chorusRedOpCreatePreMulSum(chorusRedOp_t* op, void* scalar, chorusDataType_t datatype,
+                                          chorusScalarResidence_t residence, chorusComm_t comm);
+chorusResult_t chorusRedOpDestroy(chorusRedOp_t op, chorusComm_t comm);
+
+/* ---- Collectives (blocking) ------------------------------------------------------------- */
+/* In place: AllReduce/Broadcast/Reduce when sendbuff == recvbuff; AllGather when
+ * sendbuff == recvbuff + rank*sendcount; ReduceScatter when recvbuff == sendbuff + rank*recvcount. */
+
+chorusResult_t chorusAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                               chorusDataType_t datatype, chorusRedOp_t op, chorusComm_t comm,
+                               chorusStream_t stream);
+chorusResult_t chorusBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                               chorusDataType_t datatype, int root, chorusComm_t comm,
+                               chorusStream_t stream);
+/// recvbuff is used on root only (may be NULL elsewhere).
+chorusResult_t chorusReduce(const void* sendbuff, void* recvbuff, size_t count,
+                            chorusDataType_t datatype, chorusRedOp_t op, int root,
+                            chorusComm_t comm, chorusStream_t stream);
+/// recvbuff holds nranks*sendcount elements, rank r's block at r*sendcount.
+chorusResult_t chorusAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                               chorusDataType_t datatype, chorusComm_t comm,
+                               chorusStream_t stream);
+/// sendbuff holds nranks*recvcount elements; rank r receives the reduction of block r.
+chorusResult_t chorusReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                   chorusDataType_t datatype, chorusRedOp_t op,
+                                   chorusComm_t comm, chorusStream_t stream);
+/// Block j of sendbuff (count elements) goes to rank j; block i of recvbuff comes from rank i.
+chorusResult_t chorusAllToAll(const void* sendbuff, void* recvbuff, size_t count,
+                              chorusDataType_t datatype, chorusComm_t comm,
+                              chorusStream_t stream);
+/// MPI_Alltoallv-shaped: counts and displacements in elements, nranks entries each.
+chorusResult_t chorusAllToAllv(const void* sendbuff, const size_t sendcounts[],
+                               const size_t sdispls[], void* recvbuff, const size_t recvcounts[],
+                               const size_t rdispls[], chorusDataType_t datatype,
+                               chorusComm_t comm, chorusStream_t stream);
+/// recvbuff (root only) holds nranks*sendcount elements in rank order.
+chorusResult_t chorusGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                            chorusDataType_t datatype, int root, chorusComm_t comm,
+                            chorusStream_t stream);
+/// sendbuff (root only) holds nranks*recvcount elements; rank r receives block r.
+chorusResult_t chorusScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                             chorusDataType_t datatype, int root, chorusComm_t comm,
+                             chorusStream_t stream);
+chorusResult_t chorusBarrier(chorusComm_t comm, chorusStream_t stream);
+
+/* ---- Point to point and groups ---------------------------------------------------------- */
+
+chorusResult_t chorusSend(const void* sendbuff, size_t count, chorusDataType_t datatype, int peer,
+                          chorusComm_t comm, chorusStream_t stream);
+chorusResult_t chorusRecv(void* recvbuff, size_t count, chorusDataType_t datatype, int peer,
+                          chorusComm_t comm, chorusStream_t stream);
+/// Between GroupStart and GroupEnd, Send/Recv (and collectives) are only recorded; GroupEnd
+/// posts them together and, for host buffers, returns when all have completed. Groups nest.
+chorusResult_t chorusGroupStart(void);
+chorusResult_t chorusGroupEnd(void);
+
+/* ---- Nonblocking forms ------------------------------------------------------------------ */
+/* Same arguments plus a request. Buffers must stay untouched until chorusWait/chorusTest reports
+ * completion. Operations on one communicator complete in the order they were started. */
+
+chorusResult_t chorusIAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                chorusDataType_t datatype, chorusRedOp_t op, chorusComm_t comm,
+                                chorusStream_t stream, chorusRequest_t* request);
+chorusResult_t chorusIBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                chorusDataType_t datatype, int root, chorusComm_t comm,
+                                chorusStream_t stream, chorusRequest_t* request);
+chorusResult_t chorusIReduce(const void* sendbuff, void* recvbuff, size_t count,
+                             chorusDataType_t datatype, chorusRedOp_t op, int root,
+                             chorusComm_t comm, chorusStream_t stream, chorusRequest_t* request);
+chorusResult_t chorusIAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                chorusDataType_t datatype, chorusComm_t comm,
+                                chorusStream_t stream, chorusRequest_t* request);
+chorusResult_t chorusIReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                    chorusDataType_t datatype, chorusRedOp_t op,
+                                    chorusComm_t comm, chorusStream_t stream,
+                                    chorusRequest_t* request);
+chorusResult_t chorusIAllToAll(const void* sendbuff, void* recvbuff, size_t count,
+                               chorusDataType_t datatype, chorusComm_t comm,
+                               chorusStream_t stream, chorusRequest_t* request);
+chorusResult_t chorusIAllToAllv(const void* sendbuff, const size_t sendcounts[],
+                                const size_t sdispls[], void* recvbuff,
+                                const size_t recvcounts[], const size_t rdispls[],
+                                chorusDataType_t datatype, chorusComm_t comm,
+                                chorusStream_t stream, chorusRequest_t* request);
+chorusResult_t chorusIGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                             chorusDataType_t datatype, int root, chorusComm_t comm,
+                             chorusStream_t stream, chorusRequest_t* request);
+chorusResult_t chorusIScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                              chorusDataType_t datatype, int root, chorusComm_t comm,
+                              chorusStream_t stream, chorusRequest_t* request);
+chorusResult_t chorusIBarrier(chorusComm_t comm, chorusStream_t stream, chorusRequest_t* request);
+chorusResult_t chorusISend(const void* sendbuff, size_t count, chorusDataType_t datatype,
+                           int peer, chorusComm_t comm, chorusStream_t stream,
+                           chorusRequest_t* request);
+chorusResult_t chorusIRecv(void* recvbuff, size_t count, chorusDataType_t datatype, int peer,
+                           chorusComm_t comm, chorusStream_t stream, chorusRequest_t* request);
+
+/// Blocks until the request completes (bounded by the communicator's timeout), returns its
+/// result and frees it. *request is set to NULL.
+chorusResult_t chorusWait(chorusRequest_t* request);
+/// Never blocks. *done = 1 when complete: then the result is returned, the request is freed and
+/// *request set to NULL. Otherwise *done = 0 and chorusSuccess.
+chorusResult_t chorusTest(chorusRequest_t* request, int* done);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif
+
+#endif  // CHORUS_CHORUS_H_

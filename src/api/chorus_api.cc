@@ -1,0 +1,762 @@
+// The C entry points: argument checks, group recording, Status -> chorusResult_t, last error.
+//
+// Nothing here moves data. Every function validates what it can see locally (null buffers with a
+// non-zero count, type, op, root, peer, a destroyed communicator) and returns
+// chorusInvalidArgument with a message that names the argument; what only the peers can see
+// (counts or roots that disagree) is the executor's header check.
+#include <mutex>
+#include <set>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "chorus/chorus.h"
+#include "src/bootstrap/bootstrap.h"
+#include "src/bootstrap/env.h"
+#include "src/bootstrap/store.h"
+#include "src/bootstrap/unique_id.h"
+#include "src/core/communicator.h"
+#include "src/core/config.h"
+#include "src/core/logging.h"
+
+using chorus::CollArgs;
+using chorus::Communicator;
+using chorus::DataType;
+using chorus::P2POp;
+using chorus::Status;
+namespace sched = chorus::sched;
+
+struct chorusComm {
+  uint64_t magic = kMagic;
+  std::unique_ptr<Communicator> impl;
+  static constexpr uint64_t kMagic = 0x6368727363306d6dull;
+};
+
+struct chorusRequest {
+  std::shared_ptr<chorus::Request> impl;
+  chorusComm_t comm = nullptr;
+  double timeout = 300;
+};
+
+namespace {
+
+thread_local std::string tlsLastError;
+
+// Live communicators, so a destroyed one is refused instead of being dereferenced.
+std::mutex& liveMu() {
+  static std::mutex mu;
+  return mu;
+}
+std::set<chorusComm_t>& live() {
+  static std::set<chorusComm_t> s;
+  return s;
+}
+
+// Stores started by chorusGetUniqueId: they serve for the life of the process.
+std::mutex& storesMu() {
+  static std::mutex mu;
+  return mu;
+}
+std::vector<std::shared_ptr<chorus::bootstrap::StoreServer>>& stores() {
+  static auto* v = new std::vector<std::shared_ptr<chorus::bootstrap::StoreServer>>();
+  return *v;
+}
+
+chorusResult_t toResult(const Status& s) { return static_cast<chorusResult_t>(s.code()); }
+
+chorusResult_t report(chorusComm_t comm, const Status& s) {
+  if (s.ok()) return chorusSuccess;
+  tlsLastError = s.toString();
+  if (comm && comm->impl) comm->impl->setLastError(tlsLastError);
+  CHORUS_LOG(INFO, COLL) << "returning " << chorus::codeName(s.code()) << ": " << tlsLastError;
+  return toResult(s);
+}
+
+Status checkComm(chorusComm_t comm) {
+  if (!comm) return chorus::invalidArgument("comm is NULL");
+  std::lock_guard<std::mutex> lock(liveMu());
+  if (!live().count(comm) || comm->magic != chorusComm::kMagic || !comm->impl)
+    return chorus::invalidArgument("comm is not a live communicator (destroyed, or never created)");
+  return Status();
+}
+
+Status checkType(chorusDataType_t t) {
+  if (!chorus::isValidDataType(static_cast<int>(t)))
+    return chorus::invalidArgument("datatype " + std::to_string(static_cast<int>(t)) +
+                                   " is not a chorusDataType_t");
+  return Status();
+}
+
+Status checkOp(chorusComm_t comm, chorusRedOp_t op, chorusDataType_t t) {
+  std::string why;
+  if (!comm->impl->isValidOp(static_cast<int>(op), static_cast<DataType>(t), &why))
+    return chorus::invalidArgument("op: " + why);
+  return Status();
+}
+
+Status checkRank(chorusComm_t comm, int r, const char* what) {
+  int n = comm->impl->size();
+  if (r < 0 || r >= n)
+    return chorus::invalidArgument(std::string(what) + " " + std::to_string(r) +
+                                   " is out of range for a communicator of " + std::to_string(n) +
+                                   " ranks");
+  return Status();
+}
+
+Status checkBuf(const void* p, uint64_t count, const char* name) {
+  if (!p && count > 0)
+    return chorus::invalidArgument(std::string(name) + " is NULL but count is " +
+                                   std::to_string(count));
+  return Status();
+}
+
+Status checkSize(uint64_t count, chorusDataType_t t, uint64_t factor) {
+  uint64_t elem = chorus::dataTypeSize(static_cast<DataType>(t));
+  if (count > 0 && (count > UINT64_MAX / elem / (factor ? factor : 1)))
+    return chorus::invalidArgument("count " + std::to_string(count) + " overflows the byte size");
+  return Status();
+}
+
+// ---- Groups ------------------------------------------------------------------------------
+
+struct GroupedColl {
+  chorusComm_t comm;
+  CollArgs args;
+};
+struct GroupedP2P {
+  chorusComm_t comm;
+  P2POp op;
+};
+struct GroupState {
+  int depth = 0;
+  std::vector<std::variant<GroupedColl, GroupedP2P>> ops;
+  Status firstError;
+};
+thread_local GroupState tlsGroup;
+
+chorusResult_t runColl(chorusComm_t comm, CollArgs args) {
+  if (tlsGroup.depth > 0) {
+    tlsGroup.ops.emplace_back(GroupedColl{comm, std::move(args)});
+    return chorusSuccess;
+  }
+  return report(comm, comm->impl->collective(args));
+}
+
+chorusResult_t startColl(chorusComm_t comm, CollArgs args, chorusRequest_t* request) {
+  if (!request) return report(comm, chorus::invalidArgument("request is NULL"));
+  *request = nullptr;
+  if (tlsGroup.depth > 0)
+    return report(comm, chorus::invalidUsage("nonblocking calls cannot be made inside "
+                                             "chorusGroupStart/chorusGroupEnd"));
+  auto r = comm->impl->collectiveAsync(std::move(args));
+  if (!r.ok()) return report(comm, r.status());
+  *request = new chorusRequest{r.value(), comm, comm->impl->timeout()};
+  return chorusSuccess;
+}
+
+#define CHORUS_CHECK(comm, expr)                               \
+  do {                                                         \
+    Status chorus_check_ = (expr);                             \
+    if (!chorus_check_.ok()) return report(comm, chorus_check_); \
+  } while (0)
+
+// Shared validation + argument packing of each collective; `request` null = blocking.
+chorusResult_t doCollective(chorusComm_t comm, CollArgs a, chorusRequest_t* request) {
+  return request ? startColl(comm, std::move(a), request) : runColl(comm, std::move(a));
+}
+
+chorusResult_t allReduceImpl(const void* s, void* r, size_t count, chorusDataType_t t,
+                             chorusRedOp_t op, chorusComm_t comm, chorusRequest_t* req) {
+  CHORUS_CHECK(nullptr, checkComm(comm));
+  CHORUS_CHECK(comm, checkType(t));
+  CHORUS_CHECK(comm, checkOp(comm, op, t));
+  CHORUS_CHECK(comm, checkBuf(s, count, "sendbuff"));
+  CHORUS_CHECK(comm, checkBuf(r, count, "recvbuff"));
+  CHORUS_CHECK(comm, checkSize(count, t, 1));
+  CollArgs a;
+  a.coll = sched::Coll::kAllReduce;
+  a.send = s, a.recv = r, a.count = count, a.dtype = static_cast<DataType>(t);
+  a.userOp = static_cast<int>(op);
+  return doCollective(comm, std::move(a), req);
+}
+
+chorusResult_t broadcastImpl(const void* s, void* r, size_t count, chorusDataType_t t, int root,
+                             chorusComm_t comm, chorusRequest_t* req) {
+  CHORUS_CHECK(nullptr, checkComm(comm));
+  CHORUS_CHECK(comm, checkType(t));
+  CHORUS_CHECK(comm, checkRank(comm, root, "root"));
+  if (comm->impl->rank() == root) CHORUS_CHECK(comm, checkBuf(s, count, "sendbuff (at root)"));
+  CHORUS_CHECK(comm, checkBuf(r, count, "recvbuff"));
+  CHORUS_CHECK(comm, checkSize(count, t, 1));
+  CollArgs a;
+  a.coll = sched::Coll::kBroadcast;
+  a.send = s, a.recv = r, a.count = count, a.dtype = static_cast<DataType>(t), a.root = root;
+  return doCollective(comm, std::move(a), req);
+}
+
+chorusResult_t reduceImpl(const void* s, void* r, size_t count, chorusDataType_t t,
+                          chorusRedOp_t op, int root, chorusComm_t comm, chorusRequest_t* req) {
+  CHORUS_CHECK(nullptr, checkComm(comm));
+  CHORUS_CHECK(comm, checkType(t));
+  CHORUS_CHECK(comm, checkOp(comm, op, t));
+  CHORUS_CHECK(comm, checkRank(comm, root, "root"));
+  CHORUS_CHECK(comm, checkBuf(s, count, "sendbuff"));
+  if (comm->impl->rank() == root) CHORUS_CHECK(comm, checkBuf(r, count, "recvbuff (at root)"));
+  CHORUS_CHECK(comm, checkSize(count, t, 1));
+  CollArgs a;
+  a.coll = sched::Coll::kReduce;
+  a.send = s, a.recv = r, a.count = count, a.dtype = static_cast<DataType>(t), a.root = root;
+  a.userOp = static_cast<int>(op);
+  return doCollective(comm, std::move(a), req);
+}
+
+chorusResult_t allGatherImpl(const void* s, void* r, size_t count, chorusDataType_t t,
+                             chorusComm_t comm, chorusRequest_t* req) {
+  CHORUS_CHECK(nullptr, checkComm(comm));
+  CHORUS_CHECK(comm, checkType(t));
+  CHORUS_CHECK(comm, checkBuf(s, count, "sendbuff"));
+  CHORUS_CHECK(comm, checkBuf(r, count, "recvbuff"));
+  CHORUS_CHECK(comm, checkSize(count, t, static_cast<uint64_t>(comm->impl->size())));
+  CollArgs a;
+  a.coll = sched::Coll::kAllGather;
+  a.send = s, a.recv = r, a.count = count, a.dtype = static_cast<DataType>(t);
+  return doCollective(comm, std::move(a), req);
+}
+
+chorusResult_t reduceScatterImpl(const void* s, void* r, size_t count, chorusDataType_t t,
+                                 chorusRedOp_t op, chorusComm_t comm, chorusRequest_t* req) {
+  CHORUS_CHECK(nullptr, checkComm(comm));
+  CHORUS_CHECK(comm, checkType(t));
+  CHORUS_CHECK(comm, checkOp(comm, op, t));
+  CHORUS_CHECK(comm, checkBuf(s, count, "sendbuff"));
+  CHORUS_CHECK(comm, checkBuf(r, count, "recvbuff"));
+  CHORUS_CHECK(comm, checkSize(count, t, static_cast<uint64_t>(comm->impl->size())));
+  CollArgs a;
+  a.coll = sched::Coll::kReduceScatter;
+  a.send = s, a.recv = r, a.count = count, a.dtype = static_cast<DataType>(t);
+  a.userOp = static_cast<int>(op);
+  return doCollective(comm, std::move(a), req);
+}
+
+chorusResult_t allToAllImpl(const void* s, void* r, size_t count, chorusDataType_t t,
+                            chorusComm_t comm, chorusRequest_t* req) {
+  CHORUS_CHECK(nullptr, checkComm(comm));
+  CHORUS_CHECK(comm, checkType(t));
+  CHORUS_CHECK(comm, checkBuf(s, count, "sendbuff"));
+  CHORUS_CHECK(comm, checkBuf(r, count, "recvbuff"));
+  CHORUS_CHECK(comm, checkSize(count, t, static_cast<uint64_t>(comm->impl->size())));
+  if (s && s == r && count > 0)
+    CHORUS_CHECK(comm, chorus::invalidArgument("AllToAll cannot run in place (sendbuff == recvbuff)"));
+  CollArgs a;
+  a.coll = sched::Coll::kAllToAll;
+  a.send = s, a.recv = r, a.count = count, a.dtype = static_cast<DataType>(t);
+  return doCollective(comm, std::move(a), req);
+}
+
+chorusResult_t allToAllvImpl(const void* s, const size_t sc[], const size_t sd[], void* r,
+                             const size_t rc[], const size_t rd[], chorusDataType_t t,
+                             chorusComm_t comm, chorusRequest_t* req) {
+  CHORUS_CHECK(nullptr, checkComm(comm));
+  CHORUS_CHECK(comm, checkType(t));
+  if (!sc || !sd || !rc || !rd)
+    CHORUS_CHECK(comm, chorus::invalidArgument(
+                           std::string(!sc ? "sendcounts" : !sd ? "sdispls" : !rc ? "recvcounts" : "rdispls") +
+                           " is NULL"));
+  int n = comm->impl->size();
+  CollArgs a;
+  a.coll = sched::Coll::kAllToAllv;
+  uint64_t totalSend = 0, totalRecv = 0;
+  for (int i = 0; i < n; ++i) {
+    a.sendCounts.push_back(sc[i]);
+    a.sendDispls.push_back(sd[i]);
+    a.recvCounts.push_back(rc[i]);
+    a.recvDispls.push_back(rd[i]);
+    totalSend += sc[i];
+    totalRecv += rc[i];
+  }
+  CHORUS_CHECK(comm, checkBuf(s, totalSend, "sendbuff"));
+  CHORUS_CHECK(comm, checkBuf(r, totalRecv, "recvbuff"));
+  a.send = s, a.recv = r, a.dtype = static_cast<DataType>(t);
+  return doCollective(comm, std::move(a), req);
+}
+
+chorusResult_t gatherImpl(const void* s, void* r, size_t count, chorusDataType_t t, int root,
+                          chorusComm_t comm, chorusRequest_t* req) {
+  CHORUS_CHECK(nullptr, checkComm(comm));
+  CHORUS_CHECK(comm, checkType(t));
+  CHORUS_CHECK(comm, checkRank(comm, root, "root"));
+  CHORUS_CHECK(comm, checkBuf(s, count, "sendbuff"));
+  if (comm->impl->rank() == root) CHORUS_CHECK(comm, checkBuf(r, count, "recvbuff (at root)"));
+  CHORUS_CHECK(comm, checkSize(count, t, static_cast<uint64_t>(comm->impl->size())));
+  CollArgs a;
+  a.coll = sched::Coll::kGather;
+  a.send = s, a.recv = r, a.count = count, a.dtype = static_cast<DataType>(t), a.root = root;
+  return doCollective(comm, std::move(a), req);
+}
+
+chorusResult_t scatterImpl(const void* s, void* r, size_t count, chorusDataType_t t, int root,
+                           chorusComm_t comm, chorusRequest_t* req) {
+  CHORUS_CHECK(nullptr, checkComm(comm));
+  CHORUS_CHECK(comm, checkType(t));
+  CHORUS_CHECK(comm, checkRank(comm, root, "root"));
+  if (comm->impl->rank() == root) CHORUS_CHECK(comm, checkBuf(s, count, "sendbuff (at root)"));
+  CHORUS_CHECK(comm, checkBuf(r, count, "recvbuff"));
+  CHORUS_CHECK(comm, checkSize(count, t, static_cast<uint64_t>(comm->impl->size())));
+  CollArgs a;
+  a.coll = sched::Coll::kScatter;
+  a.send = s, a.recv = r, a.count = count, a.dtype = static_cast<DataType>(t), a.root = root;
+  return doCollective(comm, std::move(a), req);
+}
+
+chorusResult_t barrierImpl(chorusComm_t comm, chorusRequest_t* req) {
+  CHORUS_CHECK(nullptr, checkComm(comm));
+  CollArgs a;
+  a.coll = sched::Coll::kBarrier;
+  a.dtype = DataType::kUint8;
+  return doCollective(comm, std::move(a), req);
+}
+
+chorusResult_t p2pImpl(bool isSend, const void* buf, size_t count, chorusDataType_t t, int peer,
+                       chorusComm_t comm, chorusRequest_t* req) {
+  CHORUS_CHECK(nullptr, checkComm(comm));
+  CHORUS_CHECK(comm, checkType(t));
+  CHORUS_CHECK(comm, checkRank(comm, peer, "peer"));
+  CHORUS_CHECK(comm, checkBuf(buf, count, isSend ? "sendbuff" : "recvbuff"));
+  CHORUS_CHECK(comm, checkSize(count, t, 1));
+  P2POp op{isSend, buf, count, static_cast<DataType>(t), peer};
+  if (req) {
+    *req = nullptr;
+    if (tlsGroup.depth > 0)
+      return report(comm, chorus::invalidUsage("nonblocking calls cannot be made inside "
+                                               "chorusGroupStart/chorusGroupEnd"));
+    auto r = comm->impl->sendRecvAsync({op});
+    if (!r.ok()) return report(comm, r.status());
+    *req = new chorusRequest{r.value(), comm, comm->impl->timeout()};
+    return chorusSuccess;
+  }
+  if (tlsGroup.depth > 0) {
+    tlsGroup.ops.emplace_back(GroupedP2P{comm, op});
+    return chorusSuccess;
+  }
+  if (peer == comm->impl->rank())
+    return report(comm, chorus::invalidUsage(std::string("a blocking ") +
+                                             (isSend ? "send to" : "receive from") +
+                                             " oneself would never complete; pair it with its "
+                                             "counterpart inside chorusGroupStart/End"));
+  return report(comm, comm->impl->sendRecv({op}));
+}
+
+}  // namespace
+
+extern "C" {
+
+chorusResult_t chorusGetVersion(int* version) {
+  if (!version) return report(nullptr, chorus::invalidArgument("version is NULL"));
+  *version = CHORUS_VERSION_CODE;
+  return chorusSuccess;
+}
+
+const char* chorusGetErrorString(chorusResult_t result) {
+  switch (result) {
+    case chorusSuccess: return "no error";
+    case chorusInvalidArgument: return "invalid argument";
+    case chorusInvalidUsage: return "invalid usage (ranks disagree or API misuse)";
+    case chorusSystemError: return "system error";
+    case chorusRemoteError: return "remote error (a peer failed or died)";
+    case chorusTimeout: return "timeout";
+    case chorusInternalError: return "internal error";
+    case chorusInProgress: return "operation in progress";
+    default: return "unknown result code";
+  }
+}
+
+const char* chorusGetLastError(chorusComm_t comm) {
+  if (comm) {
+    std::lock_guard<std::mutex> lock(liveMu());
+    if (live().count(comm) && comm->impl) return comm->impl->lastError();
+  }
+  return tlsLastError.c_str();
+}
+
+const char* chorusGetBuildFeatures(void) { return CHORUS_FEATURES_STRING; }
+
+chorusResult_t chorusGetEnvInfo(int index, const char** name, const char** defaultValue,
+                                const char** doc) {
+  const chorus::config::EnvVar* v = chorus::config::envVarAt(index);
+  if (!v) return chorusInvalidArgument;
+  if (name) *name = v->name;
+  if (defaultValue) *defaultValue = v->defaultValue;
+  if (doc) *doc = v->doc;
+  return chorusSuccess;
+}
+
+chorusResult_t chorusGetUniqueId(chorusUniqueId* uniqueId) {
+  if (!uniqueId) return report(nullptr, chorus::invalidArgument("uniqueId is NULL"));
+  auto ifs = chorus::net::listInterfaces();
+  if (!ifs.ok()) return report(nullptr, ifs.status());
+  if (ifs.value().empty())
+    return report(nullptr, chorus::invalidArgument(
+                               "no usable network interface for the rendezvous store "
+                               "(CHORUS_SOCKET_IFNAME='" +
+                               chorus::config::getString("CHORUS_SOCKET_IFNAME") + "')"));
+  chorus::bootstrap::JobId job;
+  job.root = ifs.value().front().addr;
+  job.secret = chorus::bootstrap::randomSecret();
+  auto server = chorus::bootstrap::StoreServer::start(job.root, job.secret);
+  if (!server.ok()) return report(nullptr, server.status());
+  job.root = server.value()->address();
+  {
+    std::lock_guard<std::mutex> lock(storesMu());
+    stores().push_back(server.value());
+  }
+  chorus::bootstrap::encodeUniqueId(job, uniqueId);
+  return chorusSuccess;
+}
+
+static chorusResult_t finishInit(chorusComm_t* comm,
+                                 chorus::StatusOr<std::unique_ptr<Communicator>> c) {
+  if (!c.ok()) return report(nullptr, c.status().withContext("communicator init"));
+  auto* h = new chorusComm();
+  h->impl = std::move(c).value();
+  {
+    std::lock_guard<std::mutex> lock(liveMu());
+    live().insert(h);
+  }
+  *comm = h;
+  return chorusSuccess;
+}
+
+chorusResult_t chorusCommInitRank(chorusComm_t* comm, int nranks, chorusUniqueId commId, int rank) {
+  if (!comm) return report(nullptr, chorus::invalidArgument("comm is NULL"));
+  *comm = nullptr;
+  if (nranks < 1)
+    return report(nullptr, chorus::invalidArgument("nranks " + std::to_string(nranks) + " < 1"));
+  if (rank < 0 || rank >= nranks)
+    return report(nullptr, chorus::invalidArgument("rank " + std::to_string(rank) +
+                                                   " is out of range for nranks " +
+                                                   std::to_string(nranks)));
+  auto job = chorus::bootstrap::decodeUniqueId(commId);
+  if (!job.ok()) return report(nullptr, job.status());
+  auto timeout = chorus::config::getDouble("CHORUS_TIMEOUT");
+  if (!timeout.ok()) return report(nullptr, timeout.status());
+  auto boot = chorus::bootstrap::Bootstrap::create(job.value(), rank, nranks, timeout.value(),
+                                                   /*serveStore=*/false);
+  if (!boot.ok()) return report(nullptr, boot.status().withContext("bootstrap"));
+  return finishInit(comm, Communicator::create(std::move(boot).value(), job.value(), rank, nranks));
+}
+
+chorusResult_t chorusCommInitFromEnv(chorusComm_t* comm) {
+  if (!comm) return report(nullptr, chorus::invalidArgument("comm is NULL"));
+  *comm = nullptr;
+  auto env = chorus::bootstrap::parseEnv();
+  if (!env.ok()) return report(nullptr, env.status());
+  const auto& e = env.value();
+  chorus::bootstrap::JobId job;
+  job.root = e.root;
+  job.secret = e.secret;
+  auto timeout = chorus::config::getDouble("CHORUS_TIMEOUT");
+  if (!timeout.ok()) return report(nullptr, timeout.status());
+  CHORUS_LOG(INFO, INIT) << "rank " << e.rank << "/" << e.nranks << " from " << e.source
+                         << ", root " << e.root.toString();
+  auto boot = chorus::bootstrap::Bootstrap::create(job, e.rank, e.nranks, timeout.value(),
+                                                   /*serveStore=*/e.rank == 0);
+  if (!boot.ok()) return report(nullptr, boot.status().withContext("bootstrap"));
+  return finishInit(comm, Communicator::create(std::move(boot).value(), job, e.rank, e.nranks));
+}
+
+chorusResult_t chorusCommSplit(chorusComm_t comm, int color, int key, chorusComm_t* newcomm) {
+  CHORUS_CHECK(nullptr, checkComm(comm));
+  if (!newcomm) return report(comm, chorus::invalidArgument("newcomm is NULL"));
+  *newcomm = nullptr;
+  if (color < CHORUS_SPLIT_NOCOLOR)
+    return report(comm, chorus::invalidArgument("color " + std::to_string(color) +
+                                                " is negative (use CHORUS_SPLIT_NOCOLOR)"));
+  std::unique_ptr<Communicator> child;
+  Status s = comm->impl->split(color, key, &child);
+  if (!s.ok()) return report(comm, s.withContext("chorusCommSplit"));
+  if (!child) return chorusSuccess;
+  auto* h = new chorusComm();
+  h->impl = std::move(child);
+  std::lock_guard<std::mutex> lock(liveMu());
+  live().insert(h);
+  *newcomm = h;
+  return chorusSuccess;
+}
+
+static void unregister(chorusComm_t comm) {
+  std::lock_guard<std::mutex> lock(liveMu());
+  live().erase(comm);
+  comm->magic = 0;
+}
+
+chorusResult_t chorusCommDestroy(chorusComm_t comm) {
+  CHORUS_CHECK(nullptr, checkComm(comm));
+  unregister(comm);
+  comm->impl.reset();  // drains queued nonblocking operations (each bounded)
+  delete comm;
+  return chorusSuccess;
+}
+
+chorusResult_t chorusCommAbort(chorusComm_t comm) {
+  CHORUS_CHECK(nullptr, checkComm(comm));
+  unregister(comm);
+  comm->impl->abort("chorusCommAbort");
+  comm->impl.reset();
+  delete comm;
+  return chorusSuccess;
+}
+
+chorusResult_t chorusCommCount(const chorusComm_t comm, int* count) {
+  CHORUS_CHECK(nullptr, checkComm(comm));
+  if (!count) return report(comm, chorus::invalidArgument("count is NULL"));
+  *count = comm->impl->size();
+  return chorusSuccess;
+}
+
+chorusResult_t chorusCommUserRank(const chorusComm_t comm, int* rank) {
+  CHORUS_CHECK(nullptr, checkComm(comm));
+  if (!rank) return report(comm, chorus::invalidArgument("rank is NULL"));
+  *rank = comm->impl->rank();
+  return chorusSuccess;
+}
+
+chorusResult_t chorusCommSetTimeout(chorusComm_t comm, double seconds) {
+  CHORUS_CHECK(nullptr, checkComm(comm));
+  if (!(seconds > 0))
+    return report(comm, chorus::invalidArgument("timeout " + std::to_string(seconds) +
+                                                " s is not positive"));
+  comm->impl->setTimeout(seconds);
+  return chorusSuccess;
+}
+
+chorusResult_t chorusCommGetStats(const chorusComm_t comm, chorusStats_t* stats) {
+  CHORUS_CHECK(nullptr, checkComm(comm));
+  if (!stats) return report(comm, chorus::invalidArgument("stats is NULL"));
+  if (stats->structSize != sizeof(chorusStats_t))
+    return report(comm, chorus::invalidArgument(
+                            "stats->structSize is " + std::to_string(stats->structSize) +
+                            ", expected sizeof(chorusStats_t) = " +
+                            std::to_string(sizeof(chorusStats_t))));
+  chorus::CommStats s = comm->impl->stats();
+  *stats = chorusStats_t{};
+  stats->structSize = sizeof(chorusStats_t);
+  for (const auto& t : s.transports) {
+    if (stats->numTransports >= CHORUS_STATS_MAX_TRANSPORTS) break;
+    chorusTransportStats_t& o = stats->transports[stats->numTransports++];
+    std::snprintf(o.name, sizeof(o.name), "%s", t.name.c_str());
+    o.bytesSentIntraHost = t.sentIntra;
+    o.bytesRecvIntraHost = t.recvIntra;
+    o.bytesSentInterHost = t.sentInter;
+    o.bytesRecvInterHost = t.recvInter;
+  }
+  for (const auto& [name, count] : s.algos) {
+    if (stats->numAlgos >= CHORUS_STATS_MAX_ALGOS) break;
+    chorusAlgoStats_t& o = stats->algos[stats->numAlgos++];
+    std::snprintf(o.name, sizeof(o.name), "%s", name.c_str());
+    o.count = count;
+  }
+  return chorusSuccess;
+}
+
+chorusResult_t chorusRedOpCreatePreMulSum(chorusRedOp_t* op, void* scalar, chorusDataType_t datatype,
+                                          chorusScalarResidence_t residence, chorusComm_t comm) {
+  CHORUS_CHECK(nullptr, checkComm(comm));
+  if (!op) return report(comm, chorus::invalidArgument("op is NULL"));
+  if (!scalar) return report(comm, chorus::invalidArgument("scalar is NULL"));
+  CHORUS_CHECK(comm, checkType(datatype));
+  if (residence != chorusScalarHostImmediate)
+    return report(comm, chorus::invalidArgument(
+                            "residence chorusScalarDevice needs a device build; host buffers take "
+                            "chorusScalarHostImmediate"));
+  auto r = comm->impl->createPreMulSum(scalar, static_cast<DataType>(datatype));
+  if (!r.ok()) return report(comm, r.status());
+  *op = static_cast<chorusRedOp_t>(r.value());
+  return chorusSuccess;
+}
+
+chorusResult_t chorusRedOpDestroy(chorusRedOp_t op, chorusComm_t comm) {
+  CHORUS_CHECK(nullptr, checkComm(comm));
+  return report(comm, comm->impl->destroyRedOp(static_cast<int>(op)));
+}
+
+chorusResult_t chorusAllReduce(const void* s, void* r, size_t count, chorusDataType_t t,
+                               chorusRedOp_t op, chorusComm_t comm, chorusStream_t) {
+  return allReduceImpl(s, r, count, t, op, comm, nullptr);
+}
+chorusResult_t chorusBroadcast(const void* s, void* r, size_t count, chorusDataType_t t, int root,
+                               chorusComm_t comm, chorusStream_t) {
+  return broadcastImpl(s, r, count, t, root, comm, nullptr);
+}
+chorusResult_t chorusReduce(const void* s, void* r, size_t count, chorusDataType_t t,
+                            chorusRedOp_t op, int root, chorusComm_t comm, chorusStream_t) {
+  return reduceImpl(s, r, count, t, op, root, comm, nullptr);
+}
+chorusResult_t chorusAllGather(const void* s, void* r, size_t count, chorusDataType_t t,
+                               chorusComm_t comm, chorusStream_t) {
+  return allGatherImpl(s, r, count, t, comm, nullptr);
+}
+chorusResult_t chorusReduceScatter(const void* s, void* r, size_t count, chorusDataType_t t,
+                                   chorusRedOp_t op, chorusComm_t comm, chorusStream_t) {
+  return reduceScatterImpl(s, r, count, t, op, comm, nullptr);
+}
+chorusResult_t chorusAllToAll(const void* s, void* r, size_t count, chorusDataType_t t,
+                              chorusComm_t comm, chorusStream_t) {
+  return allToAllImpl(s, r, count, t, comm, nullptr);
+}
+chorusResult_t chorusAllToAllv(const void* s, const size_t sc[], const size_t sd[], void* r,
+                               const size_t rc[], const size_t rd[], chorusDataType_t t,
+                               chorusComm_t comm, chorusStream_t) {
+  return allToAllvImpl(s, sc, sd, r, rc, rd, t, comm, nullptr);
+}
+chorusResult_t chorusGather(const void* s, void* r, size_t count, chorusDataType_t t, int root,
+                            chorusComm_t comm, chorusStream_t) {
+  return gatherImpl(s, r, count, t, root, comm, nullptr);
+}
+chorusResult_t chorusScatter(const void* s, void* r, size_t count, chorusDataType_t t, int root,
+                             chorusComm_t comm, chorusStream_t) {
+  return scatterImpl(s, r, count, t, root, comm, nullptr);
+}
+chorusResult_t chorusBarrier(chorusComm_t comm, chorusStream_t) {
+  return barrierImpl(comm, nullptr);
+}
+chorusResult_t chorusSend(const void* s, size_t count, chorusDataType_t t, int peer,
+                          chorusComm_t comm, chorusStream_t) {
+  return p2pImpl(true, s, count, t, peer, comm, nullptr);
+}
+chorusResult_t chorusRecv(void* r, size_t count, chorusDataType_t t, int peer, chorusComm_t comm,
+                          chorusStream_t) {
+  return p2pImpl(false, r, count, t, peer, comm, nullptr);
+}
+
+chorusResult_t chorusGroupStart(void) {
+  ++tlsGroup.depth;
+  return chorusSuccess;
+}
+
+chorusResult_t chorusGroupEnd(void) {
+  if (tlsGroup.depth == 0)
+    return report(nullptr, chorus::invalidUsage("chorusGroupEnd without chorusGroupStart"));
+  if (--tlsGroup.depth > 0) return chorusSuccess;
+  auto ops = std::move(tlsGroup.ops);
+  tlsGroup.ops.clear();
+  // Collectives run in call order; then each communicator's point-to-point operations run as
+  // one schedule, so sends and receives between the same ranks are posted together.
+  for (auto& item : ops) {
+    if (auto* c = std::get_if<GroupedColl>(&item)) {
+      Status s = c->comm->impl->collective(c->args);
+      if (!s.ok()) return report(c->comm, s);
+    }
+  }
+  std::vector<chorusComm_t> comms;
+  for (auto& item : ops)
+    if (auto* p = std::get_if<GroupedP2P>(&item))
+      if (std::find(comms.begin(), comms.end(), p->comm) == comms.end()) comms.push_back(p->comm);
+  for (chorusComm_t comm : comms) {
+    std::vector<P2POp> p2p;
+    for (auto& item : ops)
+      if (auto* p = std::get_if<GroupedP2P>(&item))
+        if (p->comm == comm) p2p.push_back(p->op);
+    Status s = comm->impl->sendRecv(std::move(p2p));
+    if (!s.ok()) return report(comm, s);
+  }
+  return chorusSuccess;
+}
+
+chorusResult_t chorusIAllReduce(const void* s, void* r, size_t count, chorusDataType_t t,
+                                chorusRedOp_t op, chorusComm_t comm, chorusStream_t,
+                                chorusRequest_t* req) {
+  if (!req) return report(comm, chorus::invalidArgument("request is NULL"));
+  return allReduceImpl(s, r, count, t, op, comm, req);
+}
+chorusResult_t chorusIBroadcast(const void* s, void* r, size_t count, chorusDataType_t t, int root,
+                                chorusComm_t comm, chorusStream_t, chorusRequest_t* req) {
+  if (!req) return report(comm, chorus::invalidArgument("request is NULL"));
+  return broadcastImpl(s, r, count, t, root, comm, req);
+}
+chorusResult_t chorusIReduce(const void* s, void* r, size_t count, chorusDataType_t t,
+                             chorusRedOp_t op, int root, chorusComm_t comm, chorusStream_t,
+                             chorusRequest_t* req) {
+  if (!req) return report(comm, chorus::invalidArgument("request is NULL"));
+  return reduceImpl(s, r, count, t, op, root, comm, req);
+}
+chorusResult_t chorusIAllGather(const void* s, void* r, size_t count, chorusDataType_t t,
+                                chorusComm_t comm, chorusStream_t, chorusRequest_t* req) {
+  if (!req) return report(comm, chorus::invalidArgument("request is NULL"));
+  return allGatherImpl(s, r, count, t, comm, req);
+}
+chorusResult_t chorusIReduceScatter(const void* s, void* r, size_t count, chorusDataType_t t,
+                                    chorusRedOp_t op, chorusComm_t comm, chorusStream_t,
+                                    chorusRequest_t* req) {
+  if (!req) return report(comm, chorus::invalidArgument("request is NULL"));
+  return reduceScatterImpl(s, r, count, t, op, comm, req);
+}
+chorusResult_t chorusIAllToAll(const void* s, void* r, size_t count, chorusDataType_t t,
+                               chorusComm_t comm, chorusStream_t, chorusRequest_t* req) {
+  if (!req) return report(comm, chorus::invalidArgument("request is NULL"));
+  return allToAllImpl(s, r, count, t, comm, req);
+}
+chorusResult_t chorusIAllToAllv(const void* s, const size_t sc[], const size_t sd[], void* r,
+                                const size_t rc[], const size_t rd[], chorusDataType_t t,
+                                chorusComm_t comm, chorusStream_t, chorusRequest_t* req) {
+  if (!req) return report(comm, chorus::invalidArgument("request is NULL"));
+  return allToAllvImpl(s, sc, sd, r, rc, rd, t, comm, req);
+}
+chorusResult_t chorusIGather(const void* s, void* r, size_t count, chorusDataType_t t, int root,
+                             chorusComm_t comm, chorusStream_t, chorusRequest_t* req) {
+  if (!req) return report(comm, chorus::invalidArgument("request is NULL"));
+  return gatherImpl(s, r, count, t, root, comm, req);
+}
+chorusResult_t chorusIScatter(const void* s, void* r, size_t count, chorusDataType_t t, int root,
+                              chorusComm_t comm, chorusStream_t, chorusRequest_t* req) {
+  if (!req) return report(comm, chorus::invalidArgument("request is NULL"));
+  return scatterImpl(s, r, count, t, root, comm, req);
+}
+chorusResult_t chorusIBarrier(chorusComm_t comm, chorusStream_t, chorusRequest_t* req) {
+  if (!req) return report(comm, chorus::invalidArgument("request is NULL"));
+  return barrierImpl(comm, req);
+}
+chorusResult_t chorusISend(const void* s, size_t count, chorusDataType_t t, int peer,
+                           chorusComm_t comm, chorusStream_t, chorusRequest_t* req) {
+  if (!req) return report(comm, chorus::invalidArgument("request is NULL"));
+  return p2pImpl(true, s, count, t, peer, comm, req);
+}
+chorusResult_t chorusIRecv(void* r, size_t count, chorusDataType_t t, int peer, chorusComm_t comm,
+                           chorusStream_t, chorusRequest_t* req) {
+  if (!req) return report(comm, chorus::invalidArgument("request is NULL"));
+  return p2pImpl(false, r, count, t, peer, comm, req);
+}
+
+chorusResult_t chorusWait(chorusRequest_t* request) {
+  if (!request || !*request) return report(nullptr, chorus::invalidArgument("request is NULL"));
+  chorusRequest_t r = *request;
+  Status s = r->impl->wait(r->timeout * 2 + 5);
+  chorusComm_t comm = r->comm;
+  delete r;
+  *request = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(liveMu());
+    if (!live().count(comm)) comm = nullptr;
+  }
+  return report(comm, s);
+}
+
+chorusResult_t chorusTest(chorusRequest_t* request, int* done) {
+  if (!request || !*request) return report(nullptr, chorus::invalidArgument("request is NULL"));
+  if (!done) return report(nullptr, chorus::invalidArgument("done is NULL"));
+  Status s;
+  if (!(*request)->impl->test(&s)) {
+    *done = 0;
+    return chorusSuccess;
+  }
+  *done = 1;
+  chorusComm_t comm = (*request)->comm;
+  delete *request;
+  *request = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(liveMu());
+    if (!live().count(comm)) comm = nullptr;
+  }
+  return report(comm, s);
+}
+
+}  // extern "C"

@@ -1,0 +1,695 @@
+#include "src/core/communicator.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "algorithms/kernels/reduce.h"
+#include "algorithms/registry.h"
+#include "src/bootstrap/bootstrap.h"
+#include "src/bootstrap/peer_info.h"
+#include "src/bootstrap/unique_id.h"
+#include "src/core/config.h"
+#include "src/core/logging.h"
+#include "src/core/socket_util.h"
+#include "transports/tcp/tcp_transport.h"
+
+namespace chorus {
+namespace {
+
+constexpr int kNumBuiltinOps = 5;  // chorusSum..chorusAvg
+constexpr int kOpAvg = 4;
+constexpr Tag kP2PSeq = 0;  // point-to-point schedules carry sequence 0 (see OpIdentity)
+
+uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h * 0xff51afd7ed558ccdull;
+}
+
+const std::string& collKey(sched::Coll c) {
+  static const std::map<sched::Coll, std::string> names = [] {
+    std::map<sched::Coll, std::string> m;
+    for (int i = 0; i <= static_cast<int>(sched::Coll::kSendRecv); ++i) {
+      auto c = static_cast<sched::Coll>(i);
+      m[c] = sched::collName(c);
+    }
+    return m;
+  }();
+  return names.at(c);
+}
+
+// Strips a "collective:" prefix from a registry name.
+std::string shortAlgoName(const char* name) {
+  std::string s = name;
+  auto colon = s.find(':');
+  return colon == std::string::npos ? s : s.substr(colon + 1);
+}
+
+// CHORUS_ALGO: "ring" (every collective that has a ring) or "allreduce:ring,broadcast:chain".
+StatusOr<std::map<sched::Coll, std::string>> parseAlgoSpec(const std::string& spec) {
+  std::map<sched::Coll, std::string> out;
+  if (spec.empty()) return out;
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    auto colon = item.find(':');
+    bool matched = false;
+    for (const AlgoInfo& a : allAlgorithms()) {
+      std::string name = shortAlgoName(a.name);
+      if (colon == std::string::npos) {
+        if (name == item) {
+          out[a.coll] = name;
+          matched = true;
+        }
+      } else if (item.substr(0, colon) == sched::collName(a.coll) &&
+                 item.substr(colon + 1) == name) {
+        out[a.coll] = name;
+        matched = true;
+      }
+    }
+    if (!matched) {
+      std::string known;
+      for (const AlgoInfo& a : allAlgorithms())
+        known += std::string(known.empty() ? "" : ", ") + sched::collName(a.coll) + ":" +
+                 shortAlgoName(a.name);
+      return invalidArgument("CHORUS_ALGO='" + spec + "': no algorithm matches '" + item +
+                             "' (known: " + known + ")");
+    }
+  }
+  return out;
+}
+
+// Same-host liveness: /proc/<pid>/stat missing, or the process is a zombie.
+bool processDead(int32_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  if (!f) return ::kill(pid, 0) != 0 && errno == ESRCH;
+  std::string line;
+  std::getline(f, line);
+  auto close = line.rfind(')');
+  if (close == std::string::npos || close + 2 >= line.size()) return false;
+  char state = line[close + 2];
+  return state == 'Z' || state == 'X';
+}
+
+uint64_t selfPidNamespace() {
+  char buf[64] = {};
+  ssize_t n = ::readlink("/proc/self/ns/pid", buf, sizeof(buf) - 1);
+  if (n <= 0) return 0;
+  // "pid:[4026531836]"
+  const char* open = std::strchr(buf, '[');
+  return open ? std::strtoull(open + 1, nullptr, 10) : 0;
+}
+
+StatusOr<net::SockAddr> chooseListenAddress(const net::SockAddr* root) {
+  if (!config::isSet("CHORUS_SOCKET_IFNAME") && root) {
+    auto toward = net::localAddressToward(*root);
+    if (toward.ok()) return toward;
+  }
+  CHORUS_ASSIGN_OR_RETURN(auto ifs, net::listInterfaces());
+  if (ifs.empty())
+    return invalidArgument("no network interface matches CHORUS_SOCKET_IFNAME='" +
+                           config::getString("CHORUS_SOCKET_IFNAME") + "'");
+  return ifs.front().addr;
+}
+
+}  // namespace
+
+// ---- Request -----------------------------------------------------------------------------
+
+bool Request::test(Status* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (done_ && out) *out = status_;
+  return done_;
+}
+
+Status Request::wait(double timeoutSeconds) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto limit = std::chrono::duration<double>(timeoutSeconds);
+  if (!cv_.wait_for(lock, limit, [&] { return done_; }))
+    return timeoutError("chorusWait: the operation did not complete within " +
+                        std::to_string(timeoutSeconds) + " s");
+  return status_;
+}
+
+void Request::finish(Status s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  status_ = std::move(s);
+  done_ = true;
+  cv_.notify_all();
+}
+
+// ---- Construction ------------------------------------------------------------------------
+
+Communicator::Communicator(int rank, int nranks) : rank_(rank), nranks_(nranks) {}
+
+Communicator::~Communicator() {
+  {
+    std::unique_lock<std::mutex> lock(queueMu_);
+    stopping_ = true;
+    queueCv_.notify_all();
+  }
+  if (worker_.joinable()) worker_.join();
+}
+
+StatusOr<std::unique_ptr<Communicator>> Communicator::create(
+    std::unique_ptr<bootstrap::Bootstrap> boot, const bootstrap::JobId& job, int rank,
+    int nranks) {
+  std::unique_ptr<Communicator> c(new Communicator(rank, nranks));
+  log::setRank(rank);
+  CHORUS_ASSIGN_OR_RETURN(c->timeoutSeconds_, config::getDouble("CHORUS_TIMEOUT"));
+  CHORUS_ASSIGN_OR_RETURN(int64_t spin, config::getInt("CHORUS_SPIN_US"));
+  c->spinUs_ = static_cast<int>(spin);
+  CHORUS_ASSIGN_OR_RETURN(c->chunkBytes_, config::getBytes("CHORUS_CHUNK_SIZE"));
+  if (c->chunkBytes_ < 64) return invalidArgument("CHORUS_CHUNK_SIZE must be at least 64 bytes");
+  CHORUS_ASSIGN_OR_RETURN(c->forcedAlgo_, parseAlgoSpec(config::getString("CHORUS_ALGO")));
+
+  uint64_t id = 0;
+  for (uint8_t b : job.secret) id = mix(id, b);
+  c->commId_ = id;
+
+  CHORUS_ASSIGN_OR_RETURN(c->listenAddr_, chooseListenAddress(&job.root));
+  c->transports_.push_back(makeTcpTransport(rank, c->commId_, c->listenAddr_));
+
+  PeerInfo self;
+  self.rank = rank;
+  self.hostId = bootstrap::localHostId();
+  self.pid = static_cast<int32_t>(::getpid());
+  self.pidNamespace = selfPidNamespace();
+  self.hostname = bootstrap::localHostname();
+  for (auto& t : c->transports_) {
+    EndpointBlob blob;
+    CHORUS_RETURN_IF_ERROR(t->listen(&blob));
+    self.endpoints[std::string(t->name())] = std::move(blob);
+  }
+  CHORUS_ASSIGN_OR_RETURN(auto all, boot->allGather(bootstrap::serializePeerInfo(self)));
+  c->peers_.resize(static_cast<size_t>(nranks));
+  for (int r = 0; r < nranks; ++r) {
+    CHORUS_ASSIGN_OR_RETURN(c->peers_[r], bootstrap::deserializePeerInfo(all[r]));
+    if (c->peers_[r].rank != r)
+      return invalidUsage("bootstrap: rank " + std::to_string(r) + "'s record claims rank " +
+                          std::to_string(c->peers_[r].rank));
+  }
+  c->boot_ = std::move(boot);
+  c->conns_.resize(static_cast<size_t>(nranks));
+  c->connTransport_.assign(static_cast<size_t>(nranks), -1);
+  c->peerDead_.assign(static_cast<size_t>(nranks), 0);
+
+  int local = 0, hosts = 0;
+  std::vector<uint64_t> seen;
+  for (const PeerInfo& p : c->peers_) {
+    if (p.hostId == self.hostId) ++local;
+    if (std::find(seen.begin(), seen.end(), p.hostId) == seen.end()) {
+      seen.push_back(p.hostId);
+      ++hosts;
+    }
+  }
+  CHORUS_LOG(INFO, INIT) << "comm " << std::hex << c->commId_ << std::dec << " rank " << rank
+                         << "/" << nranks << " on " << self.hostname << ": " << local
+                         << " ranks on this host, " << hosts << " hosts; tcp listens on "
+                         << c->listenAddr_.toString();
+  return c;
+}
+
+// ---- Ordered execution -------------------------------------------------------------------
+
+Status Communicator::runOrdered(std::function<Status()> work) {
+  {
+    std::unique_lock<std::mutex> lock(queueMu_);
+    if (queue_.empty() && !workerBusy_) {
+      // Fast path: nothing in flight, run here.
+      lock.unlock();
+      std::lock_guard<std::mutex> exec(execMu_);
+      return work();
+    }
+  }
+  auto req = enqueue(std::move(work));
+  // Everything ahead of us is bounded by the timeout each; this wait is a backstop.
+  size_t ahead;
+  {
+    std::lock_guard<std::mutex> lock(queueMu_);
+    ahead = queue_.size() + 1;
+  }
+  return req->wait(timeoutSeconds_ * static_cast<double>(ahead + 1) + 5);
+}
+
+std::shared_ptr<Request> Communicator::enqueue(std::function<Status()> work) {
+  auto req = std::make_shared<Request>();
+  std::lock_guard<std::mutex> lock(queueMu_);
+  queue_.emplace_back(std::move(work), req);
+  if (!worker_.joinable()) worker_ = std::thread([this] { workerLoop(); });
+  queueCv_.notify_all();
+  return req;
+}
+
+void Communicator::workerLoop() {
+  std::unique_lock<std::mutex> lock(queueMu_);
+  while (true) {
+    queueCv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping and drained
+    auto item = std::move(queue_.front());
+    queue_.pop_front();
+    workerBusy_ = true;
+    lock.unlock();
+    Status s;
+    {
+      std::lock_guard<std::mutex> exec(execMu_);
+      s = item.first();
+    }
+    if (!s.ok()) setLastError(s.toString());
+    item.second->finish(s);
+    lock.lock();
+    workerBusy_ = false;
+  }
+}
+
+Status Communicator::collective(const CollArgs& args) {
+  return runOrdered([this, &args] { return runNow(args); });
+}
+
+StatusOr<std::shared_ptr<Request>> Communicator::collectiveAsync(CollArgs args) {
+  return enqueue([this, a = std::move(args)] { return runNow(a); });
+}
+
+Status Communicator::sendRecv(std::vector<P2POp> ops) {
+  return runOrdered([this, &ops] { return runP2PNow(ops); });
+}
+
+StatusOr<std::shared_ptr<Request>> Communicator::sendRecvAsync(std::vector<P2POp> ops) {
+  return enqueue([this, o = std::move(ops)] { return runP2PNow(o); });
+}
+
+// ---- Failure -----------------------------------------------------------------------------
+
+Status Communicator::fail(const Status& why) {
+  if (failed_.ok()) {
+    failed_ = why;
+    CHORUS_LOG(WARN, COLL) << "rank " << rank_ << ": " << why.toString()
+                           << "; the communicator is now unusable";
+    for (auto& c : conns_)
+      if (c) c->cancel(why).ignore();
+  }
+  return why;
+}
+
+void Communicator::abort(const std::string& why) {
+  Status s = remoteError("rank " + std::to_string(rank_) + " aborted the communicator: " + why);
+  {
+    std::lock_guard<std::mutex> lock(queueMu_);
+    for (auto& item : queue_) item.second->finish(s);
+    queue_.clear();
+  }
+  if (failed_.ok()) failed_ = s;
+  for (auto& c : conns_)
+    if (c) c->cancel(s).ignore();
+}
+
+Status Communicator::checkPeers(const std::vector<int>& peers) {
+  const PeerInfo& me = peers_[static_cast<size_t>(rank_)];
+  for (int p : peers) {
+    const PeerInfo& info = peers_[static_cast<size_t>(p)];
+    if (info.hostId != me.hostId || info.pidNamespace != me.pidNamespace || info.pid <= 0) continue;
+    if (processDead(info.pid))
+      return remoteError("rank " + std::to_string(p) + " (pid " + std::to_string(info.pid) +
+                         " on this host) has died");
+  }
+  return Status();
+}
+
+// ---- Connections -------------------------------------------------------------------------
+
+Status Communicator::ensureConnected(const std::vector<int>& peers) {
+  // Dial the higher ranks first (completes through the listen backlog), then accept the lower
+  // ones: no cycle of ranks waiting for each other can form.
+  std::vector<int> todo;
+  for (int p : peers)
+    if (!conns_[static_cast<size_t>(p)]) todo.push_back(p);
+  std::stable_sort(todo.begin(), todo.end(), [&](int a, int b) {
+    bool da = a > rank_, db = b > rank_;
+    if (da != db) return da;
+    return a < b;
+  });
+  std::string allowed = config::getString("CHORUS_TRANSPORT");
+  auto deadline = net::deadlineIn(timeoutSeconds_);
+  for (int p : todo) {
+    const PeerInfo& me = peers_[static_cast<size_t>(rank_)];
+    const PeerInfo& them = peers_[static_cast<size_t>(p)];
+    int best = -1;
+    Reach bestReach;
+    for (size_t t = 0; t < transports_.size(); ++t) {
+      std::string name(transports_[t]->name());
+      if (!allowed.empty() && ("," + allowed + ",").find("," + name + ",") == std::string::npos)
+        continue;
+      if (!them.endpoints.count(name)) continue;
+      Reach r = transports_[t]->canConnect(me, them);
+      if (r.ok && (best < 0 || r.score > bestReach.score)) {
+        best = static_cast<int>(t);
+        bestReach = r;
+      }
+    }
+    if (best < 0)
+      return invalidArgument("no transport can reach rank " + std::to_string(p) +
+                             (allowed.empty() ? "" : " with CHORUS_TRANSPORT='" + allowed + "'"));
+    double left = std::chrono::duration<double>(deadline - net::Clock::now()).count();
+    auto conn = transports_[static_cast<size_t>(best)]->connect(
+        p, them.endpoints.at(std::string(transports_[static_cast<size_t>(best)]->name())),
+        std::max(left, 0.001));
+    if (!conn.ok()) {
+      Status dead = checkPeers({p});
+      if (!dead.ok()) return dead;
+      return conn.status().withContext("connecting rank " + std::to_string(rank_) + " to rank " +
+                                       std::to_string(p));
+    }
+    conns_[static_cast<size_t>(p)] = std::move(conn).value();
+    connTransport_[static_cast<size_t>(p)] = best;
+    CHORUS_LOG(INFO, NET) << "rank " << rank_ << " -> rank " << p << " via "
+                          << transports_[static_cast<size_t>(best)]->name()
+                          << (them.hostId == me.hostId ? " (same host)" : " (other host)");
+  }
+  return Status();
+}
+
+// ---- Schedules ---------------------------------------------------------------------------
+
+StatusOr<std::shared_ptr<const sched::Schedule>> Communicator::scheduleFor(
+    const sched::CollDesc& d, std::string* algoName) {
+  bool cacheable = d.coll != sched::Coll::kAllToAllv;
+  CacheKey key{d.coll, d.count, d.elemSize, d.root, d.inPlace};
+  if (cacheable) {
+    auto it = cache_.find(key);
+    if (it != cache_.end()) {
+      *algoName = it->second.second;
+      return it->second.first;
+    }
+  }
+  const AlgoInfo* algo = nullptr;
+  auto forced = forcedAlgo_.find(d.coll);
+  if (forced != forcedAlgo_.end()) {
+    algo = findAlgorithm(d.coll, forced->second);
+  } else {
+    algo = defaultAlgorithm(d.coll, d, nranks_);
+  }
+  if (!algo)
+    return internalError(std::string("no algorithm for ") + sched::collName(d.coll));
+  auto s = std::make_shared<sched::Schedule>(algo->build(d, rank_, nranks_));
+  s->finalize();
+  *algoName = collKey(d.coll) + ":" + shortAlgoName(algo->name);
+  CHORUS_LOG(INFO, TUNE) << *algoName << " for " << sched::collName(d.coll) << " count "
+                         << d.count << " x " << d.elemSize << " B on " << nranks_ << " ranks ("
+                         << (forced != forcedAlgo_.end() ? "forced by CHORUS_ALGO" : "default rule")
+                         << "): " << s->steps.size() << " steps";
+  if (cacheable) {
+    if (cache_.size() > 512) cache_.clear();
+    cache_[key] = {s, *algoName};
+  }
+  return std::shared_ptr<const sched::Schedule>(s);
+}
+
+Status Communicator::runSchedule(const sched::Schedule& s, std::vector<std::byte*> buffers,
+                                 DataType dtype, ReduceOp op, const OpIdentity& id) {
+  CHORUS_RETURN_IF_ERROR(ensureConnected(s.peers).withContext(describeCall(id, s.algo.c_str())));
+  ExecEnv env;
+  env.rank = rank_;
+  env.connection = [this](int p) { return conns_[static_cast<size_t>(p)].get(); };
+  env.checkPeers = [this](const std::vector<int>& p) { return checkPeers(p); };
+  env.timeoutSeconds = timeoutSeconds_;
+  env.deadline = net::deadlineIn(timeoutSeconds_);
+  env.spinUs = spinUs_;
+  return executor_.run(s, std::move(buffers), dtype, op, id, env);
+}
+
+Status Communicator::runNow(const CollArgs& a) {
+  if (!failed_.ok())
+    return Status(failed_.code(), "the communicator failed earlier and cannot be used: " +
+                                      failed_.message());
+  const size_t elem = dataTypeSize(a.dtype);
+  sched::CollDesc d;
+  d.coll = a.coll;
+  d.count = a.count;
+  d.elemSize = elem;
+  d.root = a.root;
+  d.chunkBytes = std::max<uint64_t>(elem, chunkBytes_ / elem * elem);
+  d.sendCounts = a.sendCounts;
+  d.sendDispls = a.sendDispls;
+  d.recvCounts = a.recvCounts;
+  d.recvDispls = a.recvDispls;
+
+  const std::byte* send = static_cast<const std::byte*>(a.send);
+  std::byte* recv = static_cast<std::byte*>(a.recv);
+  switch (a.coll) {
+    case sched::Coll::kAllReduce:
+    case sched::Coll::kBroadcast:
+    case sched::Coll::kReduce: d.inPlace = send == recv && send; break;
+    case sched::Coll::kAllGather:
+      d.inPlace = recv && send == recv + static_cast<uint64_t>(rank_) * a.count * elem;
+      break;
+    case sched::Coll::kReduceScatter:
+      d.inPlace = send && recv == send + static_cast<uint64_t>(rank_) * a.count * elem;
+      break;
+    default: d.inPlace = false;
+  }
+
+  // PreMulSum: scale this rank's input once, then sum. Avg: sum, then divide.
+  int userOp = a.userOp;
+  ReduceOp op = ReduceOp::kSum;
+  std::unique_ptr<std::byte[]> scaled;
+  if (userOp >= 0 && userOp < kNumBuiltinOps && userOp != kOpAvg) {
+    op = static_cast<ReduceOp>(userOp);
+  } else if (userOp >= kNumBuiltinOps) {
+    auto it = preMulOps_.find(userOp);
+    if (it == preMulOps_.end())
+      return invalidArgument("reduction op " + std::to_string(userOp) + " was destroyed");
+    uint64_t inCount = a.count;
+    if (a.coll == sched::Coll::kReduceScatter) inCount *= static_cast<uint64_t>(nranks_);
+    scaled.reset(new std::byte[std::max<uint64_t>(inCount * elem, 1)]);
+    kernels::scale(scaled.get(), send, inCount, a.dtype, it->second.scalar.data());
+    send = scaled.get();
+    d.inPlace = false;  // the scaled copy is the input now
+  }
+
+  std::string algoName;
+  CHORUS_ASSIGN_OR_RETURN(auto schedule, scheduleFor(d, &algoName));
+  OpIdentity id;
+  id.coll = a.coll;
+  id.seq = ++collSeq_;
+  id.count = a.coll == sched::Coll::kAllToAllv ? 0 : a.count;
+  id.dtype = a.dtype;
+  id.userOp = userOp;
+  id.root = a.root;
+  std::vector<std::byte*> buffers = {const_cast<std::byte*>(send), recv, nullptr};
+  Status st = runSchedule(*schedule, std::move(buffers), a.dtype, op, id);
+  if (!st.ok()) return fail(st);
+  ++algoCounts_[algoName];
+
+  if (userOp == kOpAvg) {
+    uint64_t outCount = a.count;
+    bool hasOutput = a.coll != sched::Coll::kReduce || a.root == rank_;
+    if (hasOutput && outCount > 0)
+      kernels::divide(recv, recv, outCount, a.dtype, static_cast<uint64_t>(nranks_));
+  }
+  return Status();
+}
+
+Status Communicator::runP2PNow(const std::vector<P2POp>& ops) {
+  if (!failed_.ok())
+    return Status(failed_.code(), "the communicator failed earlier and cannot be used: " +
+                                      failed_.message());
+  // One schedule for the whole group: each op's buffer is a user buffer of its own; FIFO order
+  // per peer and direction is the order of the calls, as in NCCL.
+  sched::Schedule s;
+  s.algo = "p2p";
+  std::vector<std::byte*> buffers = {nullptr, nullptr, nullptr};
+  for (const P2POp& op : ops) {
+    auto id = static_cast<sched::BufId>(buffers.size());
+    buffers.push_back(static_cast<std::byte*>(const_cast<void*>(op.buf)));
+    sched::Range r{id, 0, op.count * dataTypeSize(op.dtype)};
+    if (op.peer == rank_) continue;  // self-pairs are copied below
+    if (op.isSend) s.send(op.peer, r);
+    else s.recv(op.peer, r);
+  }
+  // Self send/recv pairs (allowed in NCCL within a group): match in order, copy locally.
+  std::vector<size_t> selfSends, selfRecvs;
+  for (size_t i = 0; i < ops.size(); ++i)
+    if (ops[i].peer == rank_) (ops[i].isSend ? selfSends : selfRecvs).push_back(i);
+  if (selfSends.size() != selfRecvs.size())
+    return invalidUsage("rank " + std::to_string(rank_) + " posted " +
+                        std::to_string(selfSends.size()) + " sends to itself but " +
+                        std::to_string(selfRecvs.size()) + " receives from itself");
+  for (size_t k = 0; k < selfSends.size(); ++k) {
+    const P2POp& snd = ops[selfSends[k]];
+    const P2POp& rcv = ops[selfRecvs[k]];
+    uint64_t sb = snd.count * dataTypeSize(snd.dtype), rb = rcv.count * dataTypeSize(rcv.dtype);
+    if (sb != rb)
+      return invalidUsage("rank " + std::to_string(rank_) + " sends " + std::to_string(sb) +
+                          " bytes to itself but receives " + std::to_string(rb));
+    s.copy({static_cast<sched::BufId>(selfSends[k] + 3), 0, sb},
+           {static_cast<sched::BufId>(selfRecvs[k] + 3), 0, rb});
+  }
+  s.finalize();
+  OpIdentity id;
+  id.coll = sched::Coll::kSendRecv;
+  id.seq = kP2PSeq;
+  id.dtype = ops.empty() ? DataType::kUint8 : ops.front().dtype;
+  Status st = runSchedule(s, std::move(buffers), id.dtype, ReduceOp::kSum, id);
+  if (!st.ok()) return fail(st);
+  ++algoCounts_["sendrecv:p2p"];
+  return Status();
+}
+
+// ---- Split -------------------------------------------------------------------------------
+
+Status Communicator::split(int color, int key, std::unique_ptr<Communicator>* out) {
+  out->reset();
+  return runOrdered([&]() -> Status {
+    if (!failed_.ok())
+      return Status(failed_.code(), "the communicator failed earlier and cannot be used: " +
+                                        failed_.message());
+    uint64_t seq = ++splitSeq_;
+    // Members listen where the parent listens: the same interface reaches the same peers.
+    net::SockAddr addr = listenAddr_;
+    addr.setPort(0);
+    std::unique_ptr<Transport> childTcp;
+    EndpointBlob blob;
+    uint64_t childId = mix(mix(commId_, seq), static_cast<uint64_t>(static_cast<int64_t>(color)));
+    // The child's rank is not known yet; the transport learns it below.
+    struct Record {
+      int32_t color;
+      int32_t key;
+      uint32_t blobLen;
+      uint8_t blob[244];
+    };
+    static_assert(sizeof(Record) == 256);
+    Record mine{};
+    mine.color = color;
+    mine.key = key;
+    // Two-phase: first agree on membership, then each member opens its listener with its new
+    // rank. Phase 1: colors and keys.
+    std::vector<Record> all(static_cast<size_t>(nranks_));
+    CollArgs ag;
+    ag.coll = sched::Coll::kAllGather;
+    ag.send = &mine;
+    ag.recv = all.data();
+    ag.count = sizeof(Record);
+    ag.dtype = DataType::kUint8;
+    CHORUS_RETURN_IF_ERROR(runNow(ag));
+    std::vector<int> members;
+    for (int r = 0; r < nranks_; ++r)
+      if (all[static_cast<size_t>(r)].color == color && color >= 0) members.push_back(r);
+    std::stable_sort(members.begin(), members.end(), [&](int x, int y) {
+      return all[static_cast<size_t>(x)].key < all[static_cast<size_t>(y)].key;
+    });
+    int newRank = -1;
+    for (size_t i = 0; i < members.size(); ++i)
+      if (members[i] == rank_) newRank = static_cast<int>(i);
+    if (color >= 0) {
+      childTcp = makeTcpTransport(newRank, childId, addr);
+      CHORUS_RETURN_IF_ERROR(childTcp->listen(&blob));
+      if (blob.size() > sizeof(mine.blob))
+        return internalError("tcp endpoint blob of " + std::to_string(blob.size()) +
+                             " bytes does not fit the split record");
+      mine.blobLen = static_cast<uint32_t>(blob.size());
+      std::memcpy(mine.blob, blob.data(), blob.size());
+    }
+    // Phase 2: endpoints.
+    ag.send = &mine;
+    CHORUS_RETURN_IF_ERROR(runNow(ag));
+    if (color < 0) return Status();
+
+    std::unique_ptr<Communicator> child(new Communicator(newRank, static_cast<int>(members.size())));
+    child->commId_ = childId;
+    child->listenAddr_ = listenAddr_;
+    child->timeoutSeconds_ = timeoutSeconds_;
+    child->spinUs_ = spinUs_;
+    child->chunkBytes_ = chunkBytes_;
+    child->forcedAlgo_ = forcedAlgo_;
+    child->transports_.push_back(std::move(childTcp));
+    for (size_t i = 0; i < members.size(); ++i) {
+      PeerInfo p = peers_[static_cast<size_t>(members[i])];
+      const Record& rec = all[static_cast<size_t>(members[i])];
+      p.rank = static_cast<int>(i);
+      p.endpoints.clear();
+      p.endpoints["tcp"] = EndpointBlob(rec.blob, rec.blob + rec.blobLen);
+      child->peers_.push_back(std::move(p));
+    }
+    child->conns_.resize(members.size());
+    child->connTransport_.assign(members.size(), -1);
+    child->peerDead_.assign(members.size(), 0);
+    CHORUS_LOG(INFO, INIT) << "split: rank " << rank_ << " -> rank " << newRank << "/"
+                           << members.size() << " (color " << color << ", key " << key << ")";
+    *out = std::move(child);
+    return Status();
+  });
+}
+
+// ---- Stats, ops, errors ------------------------------------------------------------------
+
+CommStats Communicator::stats() {
+  std::lock_guard<std::mutex> exec(execMu_);
+  CommStats s;
+  for (auto& t : transports_) s.transports.push_back({std::string(t->name())});
+  const PeerInfo& me = peers_[static_cast<size_t>(rank_)];
+  for (size_t p = 0; p < conns_.size(); ++p) {
+    if (!conns_[p]) continue;
+    ConnStats cs = conns_[p]->stats();
+    TransportStats& ts = s.transports[static_cast<size_t>(connTransport_[p])];
+    if (peers_[p].hostId == me.hostId) {
+      ts.sentIntra += cs.bytesSent;
+      ts.recvIntra += cs.bytesRecv;
+    } else {
+      ts.sentInter += cs.bytesSent;
+      ts.recvInter += cs.bytesRecv;
+    }
+  }
+  s.algos = algoCounts_;
+  return s;
+}
+
+StatusOr<int> Communicator::createPreMulSum(const void* scalar, DataType dtype) {
+  PreMul p{dtype, {}};
+  std::memcpy(p.scalar.data(), scalar, dataTypeSize(dtype));
+  int op = nextOp_++;
+  preMulOps_[op] = p;
+  return op;
+}
+
+Status Communicator::destroyRedOp(int op) {
+  if (op < kNumBuiltinOps) return invalidArgument("built-in reduction op " + std::to_string(op) +
+                                                  " cannot be destroyed");
+  if (!preMulOps_.erase(op))
+    return invalidArgument("reduction op " + std::to_string(op) +
+                           " was not created on this communicator (or was destroyed)");
+  return Status();
+}
+
+bool Communicator::isValidOp(int op, DataType dtype, std::string* why) const {
+  if (op >= 0 && op < kNumBuiltinOps) return true;
+  auto it = preMulOps_.find(op);
+  if (it == preMulOps_.end()) {
+    *why = "op " + std::to_string(op) + " is neither a built-in op nor a PreMulSum op of this "
+           "communicator";
+    return false;
+  }
+  if (it->second.dtype != dtype) {
+    *why = std::string("PreMulSum op ") + std::to_string(op) + " was created for " +
+           dataTypeName(it->second.dtype) + ", not " + dataTypeName(dtype);
+    return false;
+  }
+  return true;
+}
+
+void Communicator::setLastError(const std::string& msg) {
+  std::lock_guard<std::mutex> lock(errMu_);
+  lastError_ = msg;
+}
+
+const char* Communicator::lastError() {
+  std::lock_guard<std::mutex> lock(errMu_);
+  return lastError_.c_str();
+}
+
+}  // namespace chorus

@@ -1,0 +1,183 @@
+// The communicator: ranks, peers, connections, and the ordered execution of operations.
+//
+// Created collectively (bootstrap all-gather of PeerInfo) or by split. Connections are made
+// lazily, the first time a schedule names a peer, with the best-scoring transport allowed by
+// CHORUS_TRANSPORT. Operations run in the order they were started: a blocking call runs inline
+// on the caller's thread when nothing is queued (no thread hop on the latency path); nonblocking
+// calls are queued to one progress thread per communicator, which blocking calls then wait
+// behind. The first failure is sticky: the connections are cancelled (so peers fail fast with
+// the reason) and every later operation returns the same error.
+#pragma once
+
+#include <array>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "algorithms/common/schedule.h"
+#include "algorithms/kernels/dtype.h"
+#include "src/core/executor.h"
+#include "src/core/socket_util.h"
+#include "src/core/status.h"
+#include "transports/transport.h"
+
+namespace chorus {
+
+namespace bootstrap {
+class Bootstrap;
+struct JobId;
+}  // namespace bootstrap
+
+// One collective call, as the API layer validated it. Pointers are the user's.
+struct CollArgs {
+  sched::Coll coll = sched::Coll::kAllReduce;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  uint64_t count = 0;
+  DataType dtype = DataType::kFloat32;
+  int userOp = -1;  // chorusRedOp_t value; -1 when there is no reduction
+  int root = -1;
+  std::vector<uint64_t> sendCounts, sendDispls, recvCounts, recvDispls;  // alltoallv
+};
+
+// One point-to-point operation (a group of them runs as one schedule).
+struct P2POp {
+  bool isSend = true;
+  const void* buf = nullptr;  // recv buffers are written through const_cast
+  uint64_t count = 0;
+  DataType dtype = DataType::kFloat32;
+  int peer = 0;
+};
+
+// A nonblocking operation's completion.
+class Request {
+ public:
+  bool test(Status* out);                   // never blocks
+  Status wait(double timeoutSeconds);       // bounded
+
+ private:
+  friend class Communicator;
+  void finish(Status s);
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  Status status_;
+};
+
+struct TransportStats {
+  std::string name;
+  uint64_t sentIntra = 0, recvIntra = 0, sentInter = 0, recvInter = 0;
+};
+struct CommStats {
+  std::vector<TransportStats> transports;
+  std::map<std::string, uint64_t> algos;  // "allreduce:ring" -> count
+};
+
+class Communicator {
+ public:
+  // Joins the job: all-gathers PeerInfo through `boot`, which the communicator keeps (rank 0 may
+  // be serving the store from it).
+  static StatusOr<std::unique_ptr<Communicator>> create(std::unique_ptr<bootstrap::Bootstrap> boot,
+                                                        const bootstrap::JobId& job, int rank,
+                                                        int nranks);
+  ~Communicator();
+
+  int rank() const { return rank_; }
+  int size() const { return nranks_; }
+
+  Status collective(const CollArgs& args);
+  StatusOr<std::shared_ptr<Request>> collectiveAsync(CollArgs args);
+  Status sendRecv(std::vector<P2POp> ops);
+  StatusOr<std::shared_ptr<Request>> sendRecvAsync(std::vector<P2POp> ops);
+
+  // Collective over this communicator; *out is null for color < 0.
+  Status split(int color, int key, std::unique_ptr<Communicator>* out);
+  // Cancels every connection (peers learn why) and fails queued operations.
+  void abort(const std::string& why);
+
+  void setTimeout(double seconds) { timeoutSeconds_ = seconds; }
+  double timeout() const { return timeoutSeconds_; }
+  CommStats stats();
+
+  // PreMulSum operators: scalar bytes of `dtype`; returns the new op value (>= chorusNumOps).
+  StatusOr<int> createPreMulSum(const void* scalar, DataType dtype);
+  Status destroyRedOp(int op);
+  bool isValidOp(int op, DataType dtype, std::string* why) const;
+
+  void setLastError(const std::string& msg);
+  const char* lastError();
+
+ private:
+  Communicator(int rank, int nranks);
+  Status runNow(const CollArgs& args);
+  Status runP2PNow(const std::vector<P2POp>& ops);
+  Status runSchedule(const sched::Schedule& s, std::vector<std::byte*> buffers, DataType dtype,
+                     ReduceOp op, const OpIdentity& id);
+  Status ensureConnected(const std::vector<int>& peers);
+  Status checkPeers(const std::vector<int>& peers);
+  StatusOr<std::shared_ptr<const sched::Schedule>> scheduleFor(const sched::CollDesc& d,
+                                                                 std::string* algoName);
+  Status fail(const Status& why);
+  // Runs `work` in order with everything queued before it; inline when the queue is idle.
+  Status runOrdered(std::function<Status()> work);
+  std::shared_ptr<Request> enqueue(std::function<Status()> work);
+  void workerLoop();
+
+  int rank_ = 0;
+  int nranks_ = 1;
+  uint64_t commId_ = 0;
+  net::SockAddr listenAddr_;
+  double timeoutSeconds_ = 300;
+  int spinUs_ = 20;
+  uint64_t chunkBytes_ = 1 << 20;
+  std::map<sched::Coll, std::string> forcedAlgo_;
+
+  std::unique_ptr<bootstrap::Bootstrap> boot_;
+  std::vector<PeerInfo> peers_;
+  std::vector<std::unique_ptr<Transport>> transports_;
+  std::vector<std::unique_ptr<Connection>> conns_;  // by peer rank, lazily
+  std::vector<int> connTransport_;                  // index into transports_, -1 if none
+  std::vector<char> peerDead_;
+  Executor executor_;
+  uint64_t collSeq_ = 0;
+  uint64_t splitSeq_ = 0;
+  Status failed_;
+
+  struct CacheKey {
+    sched::Coll coll;
+    uint64_t count;
+    size_t elemSize;
+    int root;
+    bool inPlace;
+    auto operator<=>(const CacheKey&) const = default;
+  };
+  std::map<CacheKey, std::pair<std::shared_ptr<const sched::Schedule>, std::string>> cache_;
+  std::map<std::string, uint64_t> algoCounts_;
+
+  struct PreMul {
+    DataType dtype;
+    std::array<std::byte, 8> scalar;
+  };
+  std::map<int, PreMul> preMulOps_;
+  int nextOp_ = 5;  // chorusNumOps
+
+  // Ordered execution.
+  std::mutex execMu_;  // held while an operation runs
+  std::mutex queueMu_;
+  std::condition_variable queueCv_;
+  std::deque<std::pair<std::function<Status()>, std::shared_ptr<Request>>> queue_;
+  bool workerBusy_ = false;
+  bool stopping_ = false;
+  std::thread worker_;
+
+  std::mutex errMu_;
+  std::string lastError_;
+};
+
+}  // namespace chorus

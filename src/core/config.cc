@@ -1,0 +1,120 @@
+#include "src/core/config.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "src/core/logging.h"
+
+namespace chorus::config {
+namespace {
+
+// Every CHORUS_* variable chorus reads. Keep sorted by subsystem; doc strings are user-facing.
+constexpr EnvVar kVars[] = {
+    // Bootstrap
+    {"CHORUS_ROOT", "", "host:port of the rendezvous store (rank 0 serves it) for chorusCommInitFromEnv"},
+    {"CHORUS_RANK", "", "this process's rank, with CHORUS_ROOT and CHORUS_NRANKS"},
+    {"CHORUS_NRANKS", "", "number of ranks in the job, with CHORUS_ROOT and CHORUS_RANK"},
+    {"CHORUS_LOCAL_RANK", "", "rank among the processes on this host (set by chorus-run)"},
+    {"CHORUS_LOCAL_NRANKS", "", "number of ranks on this host (set by chorus-run)"},
+    {"CHORUS_JOB_SECRET", "", "32 hex digits: the job secret for env bootstrap (default: derived from CHORUS_ROOT and the job's start; set it for jobs across untrusted networks)"},
+    {"CHORUS_HOST_ID", "", "overrides the host identity (boot id + hostname); ranks with equal ids are on one host"},
+    // Transports
+    {"CHORUS_TRANSPORT", "", "comma-separated transports allowed, e.g. tcp (default: all built)"},
+    {"CHORUS_SOCKET_IFNAME", "", "network interfaces for TCP: prefixes, comma-separated; ^ excludes, = exact (default: the interface that reaches the root, else the first non-loopback)"},
+    {"CHORUS_SOCKET_FAMILY", "", "AF_INET or AF_INET6 to force the address family of TCP sockets"},
+    {"CHORUS_NSOCKS_PERPEER", "1", "TCP sockets per peer; messages >= 1 MiB are striped across them"},
+    // Collectives
+    {"CHORUS_ALGO", "", "force algorithms: 'ring' or per collective 'allreduce:ring,broadcast:chain'"},
+    {"CHORUS_CHUNK_SIZE", "1M", "pipelining chunk of ring/chain schedules (bytes, K/M/G suffixes)"},
+    {"CHORUS_TIMEOUT", "300", "seconds any wait may last before the operation fails with chorusTimeout"},
+    {"CHORUS_SPIN_US", "20", "microseconds a wait spins before yielding, then blocking"},
+    // Logging
+    {"CHORUS_DEBUG", "WARN", "log level: WARN, INFO or TRACE"},
+    {"CHORUS_DEBUG_SUBSYS", "ALL", "subsystems logged at INFO/TRACE: INIT,TOPO,TUNE,NET,COLL or ALL"},
+    {"CHORUS_DEBUG_FILE", "", "log to this file instead of stderr; %r rank, %p pid, %h hostname"},
+};
+constexpr int kNumVars = sizeof(kVars) / sizeof(kVars[0]);
+
+const EnvVar& declared(std::string_view name) {
+  const EnvVar* v = findEnvVar(name);
+  if (!v) {
+    // A programming error: every variable must be in the table above.
+    std::fprintf(stderr, "chorus: internal error: undeclared environment variable %.*s\n",
+                 static_cast<int>(name.size()), name.data());
+    std::abort();
+  }
+  return *v;
+}
+
+}  // namespace
+
+const EnvVar* envVarAt(int index) {
+  if (index < 0 || index >= kNumVars) return nullptr;
+  return &kVars[index];
+}
+
+const EnvVar* findEnvVar(std::string_view name) {
+  for (const EnvVar& v : kVars)
+    if (name == v.name) return &v;
+  return nullptr;
+}
+
+std::string getString(std::string_view name) {
+  const EnvVar& v = declared(name);
+  const char* s = std::getenv(v.name);
+  if (s && *s) return s;
+  return v.defaultValue;
+}
+
+bool isSet(std::string_view name) {
+  const char* s = std::getenv(declared(name).name);
+  return s && *s;
+}
+
+StatusOr<int64_t> getInt(std::string_view name) {
+  std::string s = getString(name);
+  if (s.empty()) return invalidArgument(std::string(name) + " is not set");
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (errno || end == s.c_str() || *end != '\0')
+    return invalidArgument(std::string(name) + "='" + s + "' is not an integer");
+  return static_cast<int64_t>(v);
+}
+
+StatusOr<double> getDouble(std::string_view name) {
+  std::string s = getString(name);
+  if (s.empty()) return invalidArgument(std::string(name) + " is not set");
+  char* end = nullptr;
+  errno = 0;
+  double v = std::strtod(s.c_str(), &end);
+  if (errno || end == s.c_str() || *end != '\0')
+    return invalidArgument(std::string(name) + "='" + s + "' is not a number");
+  return v;
+}
+
+StatusOr<uint64_t> getBytes(std::string_view name) {
+  std::string s = getString(name);
+  if (s.empty()) return invalidArgument(std::string(name) + " is not set");
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+  if (errno || end == s.c_str() || s[0] == '-')
+    return invalidArgument(std::string(name) + "='" + s + "' is not a size");
+  uint64_t mult = 1;
+  if (*end) {
+    switch (*end) {
+      case 'k': case 'K': mult = 1ull << 10; break;
+      case 'm': case 'M': mult = 1ull << 20; break;
+      case 'g': case 'G': mult = 1ull << 30; break;
+      default: return invalidArgument(std::string(name) + "='" + s + "' has an unknown suffix");
+    }
+    ++end;
+    if (*end == 'i' || *end == 'B') ++end;
+    if (*end == 'B') ++end;
+    if (*end) return invalidArgument(std::string(name) + "='" + s + "' is not a size");
+  }
+  return static_cast<uint64_t>(v) * mult;
+}
+
+}  // namespace chorus::config
