@@ -16,7 +16,7 @@ constexpr EnvVar kVars[] = {
     {"CHORUS_NRANKS", "", "number of ranks in the job, with CHORUS_ROOT and CHORUS_RANK"},
     {"CHORUS_LOCAL_RANK", "", "rank among the processes on this host (set by chorus-run)"},
     {"CHORUS_LOCAL_NRANKS", "", "number of ranks on this host (set by chorus-run)"},
-    {"CHORUS_JOB_SECRET", "", "32 hex digits: the job secret for env bootstrap (default: derived from CHORUS_ROOT and the job's start; set it for jobs across untrusted networks)"},
+    {"CHORUS_JOB_SECRET", "", "32 hex digits: the job secret for env bootstrap (default: derived from the root address and the launcher's job ids, which anyone who can read them can compute; set it for jobs across untrusted networks)"},
     {"CHORUS_HOST_ID", "", "overrides the host identity (boot id + hostname); ranks with equal ids are on one host"},
     // Transports
     {"CHORUS_TRANSPORT", "", "comma-separated transports allowed, e.g. tcp (default: all built)"},

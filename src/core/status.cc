@@ -19,8 +19,8 @@ const char* codeName(Code code) {
   return "Unknown";
 }
 
-Status::Status(Code code, std::string message, std::source_location where)
-    : code_(code), message_(std::move(message)), file_(where.file_name()), line_(where.line()) {}
+Status::Status(Code code, std::string message, SourceLoc where)
+    : code_(code), message_(std::move(message)), file_(where.file), line_(where.line) {}
 
 std::string Status::toString() const {
   if (ok()) return "Success";
@@ -31,7 +31,9 @@ std::string Status::toString() const {
     const char* base = std::strrchr(file_, '/');
     s += " [";
     s += base ? base + 1 : file_;
-    s += ":" + std::to_string(line_) + "]";
+    s += ':';
+    s += std::to_string(line_);
+    s += ']';
   }
   return s;
 }
@@ -39,11 +41,13 @@ std::string Status::toString() const {
 Status Status::withContext(std::string_view context) const {
   if (ok()) return *this;
   Status s = *this;
-  s.message_ = std::string(context) + ": " + message_;
+  s.message_.assign(context);
+  s.message_ += ": ";
+  s.message_ += message_;
   return s;
 }
 
-Status errnoStatus(std::string_view call, std::string_view what, int err, std::source_location w) {
+Status errnoStatus(std::string_view call, std::string_view what, int err, SourceLoc w) {
   if (err < 0) err = errno;
   std::string msg(call);
   msg += "(";

@@ -6,13 +6,23 @@
 // surfaced.
 #pragma once
 
-#include <source_location>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <variant>
 
 namespace chorus {
+
+// Where a Status was created. __builtin_FILE/__builtin_LINE as default arguments give the
+// caller's location with g++ and clang alike (clang 14 cannot use std::source_location).
+struct SourceLoc {
+  const char* file;
+  int line;
+  static constexpr SourceLoc current(const char* file = __builtin_FILE(),
+                                     int line = __builtin_LINE()) {
+    return {file, line};
+  }
+};
 
 enum class Code : int {
   kOk = 0,
@@ -31,7 +41,7 @@ class [[nodiscard]] Status {
  public:
   Status() = default;
   Status(Code code, std::string message,
-         std::source_location where = std::source_location::current());
+         SourceLoc where = SourceLoc::current());
 
   static Status okStatus() { return Status(); }
 
@@ -58,33 +68,33 @@ class [[nodiscard]] Status {
 };
 
 inline Status invalidArgument(std::string msg,
-                              std::source_location w = std::source_location::current()) {
+                              SourceLoc w = SourceLoc::current()) {
   return Status(Code::kInvalidArgument, std::move(msg), w);
 }
 inline Status invalidUsage(std::string msg,
-                           std::source_location w = std::source_location::current()) {
+                           SourceLoc w = SourceLoc::current()) {
   return Status(Code::kInvalidUsage, std::move(msg), w);
 }
 inline Status systemError(std::string msg,
-                          std::source_location w = std::source_location::current()) {
+                          SourceLoc w = SourceLoc::current()) {
   return Status(Code::kSystemError, std::move(msg), w);
 }
 inline Status remoteError(std::string msg,
-                          std::source_location w = std::source_location::current()) {
+                          SourceLoc w = SourceLoc::current()) {
   return Status(Code::kRemoteError, std::move(msg), w);
 }
 inline Status timeoutError(std::string msg,
-                           std::source_location w = std::source_location::current()) {
+                           SourceLoc w = SourceLoc::current()) {
   return Status(Code::kTimeout, std::move(msg), w);
 }
 inline Status internalError(std::string msg,
-                            std::source_location w = std::source_location::current()) {
+                            SourceLoc w = SourceLoc::current()) {
   return Status(Code::kInternal, std::move(msg), w);
 }
 
 // A failed system call: "<call>(<what>): <strerror(err)>". `err` defaults to errno.
 Status errnoStatus(std::string_view call, std::string_view what, int err = -1,
-                   std::source_location w = std::source_location::current());
+                   SourceLoc w = SourceLoc::current());
 
 template <typename T>
 class [[nodiscard]] StatusOr {

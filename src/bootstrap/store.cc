@@ -1,0 +1,863 @@
+#include "src/bootstrap/store.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cerrno>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+
+#include "src/bootstrap/wire.h"
+#include "src/core/config.h"
+#include "src/core/logging.h"
+
+namespace chorus::bootstrap {
+namespace {
+
+enum class Op : uint8_t { kHello = 1, kSet, kGet, kAdd, kExists, kMultiGet, kSetMultiGet };
+enum HelloResult : uint8_t { kHelloOk = 0, kHelloWrongSecret = 1, kHelloBadVersion = 2 };
+
+constexpr uint32_t kProtocolVersion = 1;
+// An unauthenticated client may send only this much: the hello is 29 bytes.
+constexpr uint64_t kMaxHelloFrame = 256;
+constexpr size_t kMaxKeyBytes = 64 * 1024;
+constexpr size_t kFrameHeader = 8;
+// Bytes read from one client per wake-up, so one client streaming a large value cannot starve
+// the others.
+constexpr size_t kReadBudget = 4 << 20;
+constexpr int kListenBacklog = 4096;
+
+std::string seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.3g s", s);
+  return buf;
+}
+
+std::string quoted(const std::string& key) {
+  constexpr size_t kShown = 80;
+  if (key.size() <= kShown) return "'" + key + "'";
+  return "'" + key.substr(0, kShown) + "...'";
+}
+
+// A frame with its length still to be patched: requests and replies are built in place so the
+// body is copied once.
+std::vector<uint8_t> beginFrame() { return std::vector<uint8_t>(kFrameHeader, 0); }
+void finishFrame(std::vector<uint8_t>* frame) {
+  wire::storeLe(frame->data(), frame->size() - kFrameHeader, 8);
+}
+
+}  // namespace
+
+// ---- Server --------------------------------------------------------------------------------
+
+class StoreServer::Impl {
+ public:
+  Impl(net::Fd listenFd, net::Fd wakeFd, const Secret& secret, std::string name)
+      : listen_(std::move(listenFd)), wake_(std::move(wakeFd)), secret_(secret),
+        name_(std::move(name)) {}
+
+  void run();
+  void stop() {
+    stop_.store(true);
+    uint64_t one = 1;
+    // A full eventfd counter still wakes the poll, so a failed write needs no handling.
+    ssize_t n = ::write(wake_.get(), &one, sizeof(one));
+    (void)n;
+  }
+
+ private:
+  struct Client {
+    net::Fd fd;
+    std::string peer;
+    bool authed = false;
+    bool closing = false;  // dropped as soon as `out` is flushed
+    std::vector<uint8_t> in;
+    size_t inPos = 0;
+    std::vector<uint8_t> out;
+    size_t outPos = 0;
+    // A request waiting for keys; parked == 0 when none. Only one at a time: the client is
+    // synchronous, and further input is not read until the reply is sent.
+    uint64_t parked = 0;
+    Op parkedOp = Op::kGet;
+    std::vector<std::string> parkedKeys;
+    size_t missing = 0;
+  };
+  struct Waiter {
+    uint64_t client;
+    uint64_t request;
+  };
+
+  void acceptAll();
+  // Each returns false when the client must be dropped.
+  bool onEvents(Client& c, short revents);
+  bool readSome(Client& c);
+  bool processFrames(uint64_t id, Client& c);
+  bool handleRequest(uint64_t id, Client& c, wire::Reader& r);
+  bool handleHello(Client& c, wire::Reader& r);
+  bool flush(Client& c);
+  void drop(uint64_t id);
+  void drainReady();
+  void flushAllBeforeClosing();
+
+  void park(uint64_t id, Client& c, Op op, std::vector<std::string> keys);
+  void keyCreated(const std::string& key);
+  void completeParked(Client& c);
+
+  void reply(Client& c, std::vector<uint8_t> frame);
+  void replyError(Client& c, Code code, const std::string& message);
+  bool malformed(Client& c, const std::string& why);
+
+  net::Fd listen_;
+  net::Fd wake_;
+  Secret secret_;
+  std::string name_;
+  std::atomic<bool> stop_{false};
+
+  uint64_t nextClient_ = 1;
+  uint64_t nextRequest_ = 1;
+  std::map<uint64_t, std::unique_ptr<Client>> clients_;
+  std::unordered_map<std::string, std::vector<uint8_t>> data_;
+  std::unordered_map<std::string, std::vector<Waiter>> waiters_;
+  std::vector<uint64_t> ready_;  // clients whose parked request can now be answered
+  bool warnedFdLimit_ = false;
+};
+
+void StoreServer::Impl::run() {
+  std::vector<pollfd> fds;
+  std::vector<uint64_t> ids;
+  while (!stop_.load()) {
+    fds.clear();
+    ids.clear();
+    fds.push_back({wake_.get(), POLLIN, 0});
+    fds.push_back({listen_.get(), POLLIN, 0});
+    for (auto& [id, c] : clients_) {
+      short ev = 0;
+      if (c->closing) {
+        ev = POLLOUT;
+      } else {
+        // While parked, only a hang-up matters: input is left unread until the reply is out.
+        ev = c->parked ? POLLRDHUP : POLLIN;
+        if (c->outPos < c->out.size()) ev |= POLLOUT;
+      }
+      fds.push_back({c->fd.get(), ev, 0});
+      ids.push_back(id);
+    }
+    int n = ::poll(fds.data(), fds.size(), -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      CHORUS_LOG(WARN, INIT) << name_ << ": poll failed: " << errnoStatus("poll", name_).message();
+      ::usleep(10000);
+      continue;
+    }
+    if (fds[0].revents) {
+      uint64_t v;
+      ssize_t r = ::read(wake_.get(), &v, sizeof(v));
+      (void)r;
+      if (stop_.load()) break;
+    }
+    if (fds[1].revents) acceptAll();
+    for (size_t i = 2; i < fds.size(); ++i) {
+      if (!fds[i].revents) continue;
+      uint64_t id = ids[i - 2];
+      auto it = clients_.find(id);
+      if (it == clients_.end()) continue;
+      if (!onEvents(*it->second, fds[i].revents)) drop(id);
+      else if (!processFrames(id, *it->second)) drop(id);
+      drainReady();
+    }
+  }
+  flushAllBeforeClosing();
+  clients_.clear();
+}
+
+void StoreServer::Impl::flushAllBeforeClosing() {
+  // Answers already computed (a barrier's last arrival answers everyone at once) must reach the
+  // ranks before the sockets close, or the process serving the store could not leave right
+  // after its own barrier. Bounded: a client that does not read is abandoned.
+  constexpr auto kFlushTime = std::chrono::seconds(2);
+  auto deadline = std::chrono::steady_clock::now() + kFlushTime;
+  std::vector<pollfd> fds;
+  std::vector<Client*> pending;
+  for (;;) {
+    fds.clear();
+    pending.clear();
+    for (auto& [id, c] : clients_) {
+      if (c->outPos < c->out.size() && flush(*c) && c->outPos < c->out.size()) {
+        fds.push_back({c->fd.get(), POLLOUT, 0});
+        pending.push_back(c.get());
+      }
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (fds.empty() || left.count() <= 0) return;
+    if (::poll(fds.data(), fds.size(), static_cast<int>(left.count()) + 1) < 0 && errno != EINTR)
+      return;
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].revents & (POLLERR | POLLHUP)) {  // gone: nothing more to deliver
+        pending[i]->out.clear();
+        pending[i]->outPos = 0;
+      }
+    }
+  }
+}
+
+void StoreServer::Impl::acceptAll() {
+  for (;;) {
+    net::SockAddr peer;
+    peer.len = sizeof(peer.storage);
+    int fd = ::accept4(listen_.get(), reinterpret_cast<sockaddr*>(&peer.storage), &peer.len,
+                       SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EMFILE || errno == ENFILE) {
+        // The connection stays in the backlog and poll would report it again at once; back off
+        // instead of spinning, and say why ranks may be slow to connect.
+        if (!warnedFdLimit_) {
+          CHORUS_LOG(WARN, INIT) << name_ << ": out of file descriptors accepting clients ("
+                                 << clients_.size() << " connected); raise `ulimit -n`";
+        }
+        warnedFdLimit_ = true;
+        ::usleep(50000);
+      }
+      return;
+    }
+    net::setNoDelay(fd).ignore();  // latency of small replies; not needed for correctness
+    auto c = std::make_unique<Client>();
+    c->fd.reset(fd);
+    c->peer = peer.toString();
+    clients_.emplace(nextClient_++, std::move(c));
+  }
+}
+
+bool StoreServer::Impl::onEvents(Client& c, short revents) {
+  if (revents & POLLOUT) {
+    if (!flush(c)) return false;
+  }
+  if (revents & POLLERR) return false;
+  if (c.closing) return true;
+  if (c.parked) {
+    // A parked client has nothing more to say; a hang-up means it gave up (its own timeout).
+    return !(revents & (POLLRDHUP | POLLHUP));
+  }
+  if (revents & (POLLIN | POLLHUP)) return readSome(c);
+  return true;
+}
+
+bool StoreServer::Impl::readSome(Client& c) {
+  // Before the hello is accepted, no more than one hello-sized frame is ever buffered.
+  size_t budget = c.authed ? kReadBudget : kFrameHeader + kMaxHelloFrame - c.in.size();
+  while (budget > 0) {
+    size_t chunk = std::min<size_t>(64 * 1024, budget);
+    size_t at = c.in.size();
+    c.in.resize(at + chunk);
+    ssize_t n = ::recv(c.fd.get(), c.in.data() + at, chunk, MSG_DONTWAIT);
+    if (n > 0) {
+      c.in.resize(at + static_cast<size_t>(n));
+      budget -= static_cast<size_t>(n);
+      if (static_cast<size_t>(n) < chunk) return true;
+      continue;
+    }
+    c.in.resize(at);
+    if (n == 0) return false;  // closed, possibly mid-request: nothing to answer
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+    return false;  // ECONNRESET and friends
+  }
+  return true;
+}
+
+bool StoreServer::Impl::processFrames(uint64_t id, Client& c) {
+  while (!c.parked && !c.closing) {
+    size_t avail = c.in.size() - c.inPos;
+    if (avail < kFrameHeader) break;
+    uint64_t len = wire::loadLe(c.in.data() + c.inPos, 8);
+    uint64_t limit = c.authed ? kMaxStoreFrame : kMaxHelloFrame;
+    if (len > limit) {
+      CHORUS_LOG(WARN, INIT) << name_ << ": client " << c.peer << " sent a frame of " << len
+                             << " bytes (limit " << limit << (c.authed ? "" : " before hello")
+                             << "); disconnected";
+      return false;
+    }
+    if (avail - kFrameHeader < len) break;
+    wire::Reader r(c.in.data() + c.inPos + kFrameHeader, static_cast<size_t>(len));
+    c.inPos += kFrameHeader + static_cast<size_t>(len);
+    if (!handleRequest(id, c, r)) return false;
+  }
+  // Compact: consumed bytes go, so a long-lived client's buffer does not grow.
+  if (c.inPos == c.in.size()) {
+    c.in.clear();
+    c.inPos = 0;
+  } else if (c.inPos > 0 && c.inPos >= c.in.size() / 2) {
+    c.in.erase(c.in.begin(), c.in.begin() + static_cast<std::ptrdiff_t>(c.inPos));
+    c.inPos = 0;
+  }
+  return flush(c);
+}
+
+bool StoreServer::Impl::handleHello(Client& c, wire::Reader& r) {
+  uint8_t op;
+  uint32_t version;
+  Secret secret;
+  if (!r.u8(&op) || op != static_cast<uint8_t>(Op::kHello) || !r.u32(&version) ||
+      !r.raw(secret.data(), secret.size()) || !r.done())
+    return malformed(c, "did not start with a hello");
+  std::vector<uint8_t> frame = beginFrame();
+  wire::Writer w(&frame);
+  if (version != kProtocolVersion) {
+    CHORUS_LOG(WARN, INIT) << name_ << ": client " << c.peer << " speaks store protocol "
+                           << version << ", this server " << kProtocolVersion << "; disconnected";
+    w.u8(kHelloBadVersion);
+    w.u32(kProtocolVersion);
+    c.closing = true;
+  } else {
+    // Constant-time comparison: the reply's timing says nothing about how much was right.
+    uint8_t diff = 0;
+    for (size_t i = 0; i < secret.size(); ++i) diff |= secret[i] ^ secret_[i];
+    if (diff != 0) {
+      CHORUS_LOG(WARN, INIT) << name_ << ": client " << c.peer
+                             << " presented a wrong job secret; disconnected";
+      w.u8(kHelloWrongSecret);
+      c.closing = true;
+    } else {
+      w.u8(kHelloOk);
+      c.authed = true;
+    }
+  }
+  reply(c, std::move(frame));
+  return true;
+}
+
+bool StoreServer::Impl::handleRequest(uint64_t id, Client& c, wire::Reader& r) {
+  if (!c.authed) return handleHello(c, r);
+  uint8_t rawOp;
+  if (!r.u8(&rawOp)) return malformed(c, "sent an empty request");
+  Op op = static_cast<Op>(rawOp);
+  auto readKeys = [&](std::vector<std::string>* keys) {
+    uint32_t n;
+    // Each key takes at least 4 bytes, which bounds `n` before anything is allocated.
+    if (!r.u32(&n) || n > r.remaining() / 4) return false;
+    keys->resize(n);
+    for (auto& k : *keys)
+      if (!r.str(&k, kMaxKeyBytes)) return false;
+    return r.done();
+  };
+  switch (op) {
+    case Op::kSet: {
+      std::string key;
+      if (!r.str(&key, kMaxKeyBytes)) return malformed(c, "sent a malformed set");
+      std::vector<uint8_t> value;
+      r.rest(&value);
+      auto [it, created] = data_.insert_or_assign(std::move(key), std::move(value));
+      if (created) keyCreated(it->first);
+      std::vector<uint8_t> frame = beginFrame();
+      frame.push_back(0);
+      reply(c, std::move(frame));
+      return true;
+    }
+    case Op::kGet: {
+      std::string key;
+      if (!r.str(&key, kMaxKeyBytes) || !r.done()) return malformed(c, "sent a malformed get");
+      park(id, c, op, {std::move(key)});
+      return true;
+    }
+    case Op::kAdd: {
+      std::string key;
+      int64_t delta;
+      if (!r.str(&key, kMaxKeyBytes) || !r.i64(&delta) || !r.done())
+        return malformed(c, "sent a malformed add");
+      auto it = data_.find(key);
+      uint64_t value = 0;
+      if (it != data_.end()) {
+        if (it->second.size() != 8) {
+          replyError(c, Code::kInvalidUsage,
+                     "add to key " + quoted(key) + ", which holds " +
+                         std::to_string(it->second.size()) +
+                         " bytes set by set(), not an 8-byte counter");
+          return true;
+        }
+        value = wire::loadLe(it->second.data(), 8);
+      }
+      value += static_cast<uint64_t>(delta);  // wraps like two's complement, without UB
+      std::vector<uint8_t> stored(8);
+      wire::storeLe(stored.data(), value, 8);
+      bool created = it == data_.end();
+      auto [pos, ignored] = data_.insert_or_assign(std::move(key), std::move(stored));
+      (void)ignored;
+      if (created) keyCreated(pos->first);
+      std::vector<uint8_t> frame = beginFrame();
+      wire::Writer w(&frame);
+      w.u8(0);
+      w.u64(value);
+      reply(c, std::move(frame));
+      return true;
+    }
+    case Op::kExists: {
+      std::vector<std::string> keys;
+      if (!readKeys(&keys)) return malformed(c, "sent a malformed exists");
+      std::vector<uint8_t> frame = beginFrame();
+      wire::Writer w(&frame);
+      w.u8(0);
+      w.u32(static_cast<uint32_t>(keys.size()));
+      for (const auto& k : keys) w.u8(data_.count(k) ? 1 : 0);
+      reply(c, std::move(frame));
+      return true;
+    }
+    case Op::kMultiGet: {
+      std::vector<std::string> keys;
+      if (!readKeys(&keys)) return malformed(c, "sent a malformed multiGet");
+      park(id, c, op, std::move(keys));
+      return true;
+    }
+    case Op::kSetMultiGet: {
+      std::string key;
+      std::vector<uint8_t> value;
+      std::vector<std::string> keys;
+      if (!r.str(&key, kMaxKeyBytes) || !r.blob(&value, kMaxStoreFrame) || !readKeys(&keys))
+        return malformed(c, "sent a malformed setMultiGet");
+      auto [it, created] = data_.insert_or_assign(std::move(key), std::move(value));
+      if (created) keyCreated(it->first);
+      park(id, c, Op::kMultiGet, std::move(keys));
+      return true;
+    }
+    case Op::kHello:
+      return malformed(c, "sent a second hello");
+  }
+  return malformed(c, "sent unknown request type " + std::to_string(rawOp));
+}
+
+void StoreServer::Impl::park(uint64_t id, Client& c, Op op, std::vector<std::string> keys) {
+  c.parked = nextRequest_++;
+  c.parkedOp = op;
+  c.parkedKeys = std::move(keys);
+  c.missing = 0;
+  for (const auto& k : c.parkedKeys) {
+    if (data_.count(k)) continue;
+    ++c.missing;
+    waiters_[k].push_back({id, c.parked});
+  }
+  if (c.missing == 0) completeParked(c);
+}
+
+void StoreServer::Impl::keyCreated(const std::string& key) {
+  auto it = waiters_.find(key);
+  if (it == waiters_.end()) return;
+  std::vector<Waiter> list = std::move(it->second);
+  waiters_.erase(it);
+  for (const Waiter& w : list) {
+    auto c = clients_.find(w.client);
+    if (c == clients_.end() || c->second->parked != w.request) continue;
+    // Not answered here: we may be in the middle of another client's request, and answering
+    // lets this client's next buffered request run, which could recurse. drainReady() does it.
+    if (--c->second->missing == 0) ready_.push_back(w.client);
+  }
+}
+
+void StoreServer::Impl::drainReady() {
+  while (!ready_.empty()) {
+    uint64_t id = ready_.back();
+    ready_.pop_back();
+    auto it = clients_.find(id);
+    if (it == clients_.end()) continue;
+    Client& c = *it->second;
+    if (!c.parked || c.missing != 0) continue;
+    completeParked(c);
+    if (!processFrames(id, c)) drop(id);
+  }
+}
+
+void StoreServer::Impl::completeParked(Client& c) {
+  std::vector<uint8_t> frame = beginFrame();
+  wire::Writer w(&frame);
+  if (c.parkedOp == Op::kGet) {
+    const auto& v = data_.at(c.parkedKeys[0]);
+    w.u8(0);
+    w.raw(v.data(), v.size());
+  } else {
+    uint64_t total = 1 + 4;
+    for (const auto& k : c.parkedKeys) total += 8 + data_.at(k).size();
+    if (total > kMaxStoreFrame) {
+      c.parked = 0;
+      replyError(c, Code::kInvalidUsage,
+                 "multiGet of " + std::to_string(c.parkedKeys.size()) + " keys would return " +
+                     std::to_string(total) + " bytes, more than the 1 GiB frame limit");
+      c.parkedKeys.clear();
+      return;
+    }
+    frame.reserve(kFrameHeader + total);
+    w.u8(0);
+    w.u32(static_cast<uint32_t>(c.parkedKeys.size()));
+    for (const auto& k : c.parkedKeys) w.blob(data_.at(k));
+  }
+  c.parked = 0;
+  c.parkedKeys.clear();
+  reply(c, std::move(frame));
+}
+
+void StoreServer::Impl::reply(Client& c, std::vector<uint8_t> frame) {
+  finishFrame(&frame);
+  if (c.outPos == c.out.size()) {
+    c.out = std::move(frame);
+    c.outPos = 0;
+  } else {
+    c.out.insert(c.out.end(), frame.begin(), frame.end());
+  }
+}
+
+void StoreServer::Impl::replyError(Client& c, Code code, const std::string& message) {
+  std::vector<uint8_t> frame = beginFrame();
+  wire::Writer w(&frame);
+  w.u8(static_cast<uint8_t>(code));
+  w.raw(message.data(), message.size());
+  reply(c, std::move(frame));
+}
+
+bool StoreServer::Impl::malformed(Client& c, const std::string& why) {
+  CHORUS_LOG(WARN, INIT) << name_ << ": client " << c.peer << " " << why << "; disconnected";
+  replyError(c, Code::kInvalidUsage, "malformed request: client " + why);
+  c.closing = true;
+  return true;
+}
+
+bool StoreServer::Impl::flush(Client& c) {
+  while (c.outPos < c.out.size()) {
+    ssize_t n = ::send(c.fd.get(), c.out.data() + c.outPos, c.out.size() - c.outPos,
+                       MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      c.outPos += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    return false;  // EPIPE, ECONNRESET: the client is gone
+  }
+  c.out.clear();
+  c.outPos = 0;
+  return !c.closing;
+}
+
+void StoreServer::Impl::drop(uint64_t id) {
+  auto it = clients_.find(id);
+  if (it == clients_.end()) return;
+  Client& c = *it->second;
+  if (c.parked) {
+    // Forget its waits so keys that are never set do not accumulate dead waiters.
+    for (const auto& k : c.parkedKeys) {
+      auto w = waiters_.find(k);
+      if (w == waiters_.end()) continue;
+      std::erase_if(w->second, [&](const Waiter& x) { return x.client == id; });
+      if (w->second.empty()) waiters_.erase(w);
+    }
+  }
+  clients_.erase(it);
+}
+
+StoreServer::StoreServer(net::SockAddr address, const Secret& secret, std::unique_ptr<Impl> impl)
+    : address_(address), secret_(secret), ownerPid_(::getpid()), impl_(std::move(impl)) {}
+
+StatusOr<std::shared_ptr<StoreServer>> StoreServer::start(const net::SockAddr& bindAddr,
+                                                          const Secret& secret) {
+  net::SockAddr bound;
+  StatusOr<int> lfd = net::listenOn(bindAddr, kListenBacklog, &bound);
+  if (!lfd.ok())
+    return lfd.status().withContext("starting the bootstrap store on " + bindAddr.toString());
+  net::Fd listenFd(*lfd);
+  int efd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (efd < 0) return errnoStatus("eventfd", "bootstrap store");
+  auto impl = std::make_unique<Impl>(std::move(listenFd), net::Fd(efd), secret,
+                                     "store at " + bound.toString());
+  std::shared_ptr<StoreServer> server(new StoreServer(bound, secret, std::move(impl)));
+  server->thread_ = std::make_unique<std::thread>([p = server->impl_.get()] { p->run(); });
+  CHORUS_LOG(INFO, INIT) << "bootstrap store listening on " << bound.toString();
+  return server;
+}
+
+StoreServer::~StoreServer() {
+  if (::getpid() != ownerPid_) {
+    // A forked child (ranks forked after chorusGetUniqueId) holds a copy of a server whose
+    // thread lives only in the parent: joining it is undefined, stopping it would signal the
+    // parent's eventfd, and its state may have been copied mid-update. Leak the copy.
+    (void)thread_.release();
+    (void)impl_.release();
+    return;
+  }
+  impl_->stop();
+  thread_->join();
+}
+
+// ---- Registry ------------------------------------------------------------------------------
+
+namespace {
+std::mutex& registryMutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<std::string, std::shared_ptr<StoreServer>>& registry() {
+  // Leaked on purpose: servers still registered at exit are not stopped by a static destructor
+  // that may run after the logger or the thread's other dependencies are gone.
+  static auto* r = new std::map<std::string, std::shared_ptr<StoreServer>>();
+  return *r;
+}
+}  // namespace
+
+void registerServer(std::shared_ptr<StoreServer> server) {
+  std::lock_guard<std::mutex> lock(registryMutex());
+  std::string key = server->address().toString();
+  registry()[key] = std::move(server);
+}
+
+std::shared_ptr<StoreServer> findServer(const net::SockAddr& address) {
+  std::lock_guard<std::mutex> lock(registryMutex());
+  auto it = registry().find(address.toString());
+  return it == registry().end() ? nullptr : it->second;
+}
+
+bool releaseServer(const net::SockAddr& address) {
+  std::shared_ptr<StoreServer> last;  // destroyed (thread joined) outside the lock
+  std::lock_guard<std::mutex> lock(registryMutex());
+  auto it = registry().find(address.toString());
+  if (it == registry().end()) return false;
+  last = std::move(it->second);
+  registry().erase(it);
+  return true;
+}
+
+// ---- Client --------------------------------------------------------------------------------
+
+StoreClient::StoreClient(net::Fd fd, const net::SockAddr& address)
+    : fd_(std::move(fd)), address_(address), what_("store at " + address.toString()) {
+  StatusOr<double> t = config::getDouble("CHORUS_TIMEOUT");
+  timeoutSeconds_ = t.ok() && *t > 0 ? *t : 300.0;
+}
+
+StatusOr<std::unique_ptr<StoreClient>> StoreClient::connect(const net::SockAddr& address,
+                                                            const Secret& secret,
+                                                            net::Deadline deadline) {
+  std::string what = "store at " + address.toString();
+  StatusOr<int> fd = net::connectTo(address, deadline);
+  if (!fd.ok()) return fd.status().withContext("connecting to the bootstrap " + what);
+  std::unique_ptr<StoreClient> client(new StoreClient(net::Fd(*fd), address));
+
+  std::vector<uint8_t> hello = beginFrame();
+  wire::Writer w(&hello);
+  w.u8(static_cast<uint8_t>(Op::kHello));
+  w.u32(kProtocolVersion);
+  w.raw(secret.data(), secret.size());
+  finishFrame(&hello);
+  CHORUS_RETURN_IF_ERROR(net::sendAll(client->fd_.get(), hello.data(), hello.size(), deadline, what)
+                             .withContext("handshake"));
+  uint8_t header[kFrameHeader];
+  CHORUS_RETURN_IF_ERROR(
+      net::recvAll(client->fd_.get(), header, sizeof(header), deadline, what)
+          .withContext("handshake"));
+  uint64_t len = wire::loadLe(header, 8);
+  if (len < 1 || len > kMaxHelloFrame)
+    return remoteError(what + " answered the handshake with a frame of " + std::to_string(len) +
+                       " bytes: it is not a chorus store, or runs another chorus version");
+  std::vector<uint8_t> body(len);
+  CHORUS_RETURN_IF_ERROR(net::recvAll(client->fd_.get(), body.data(), body.size(), deadline, what)
+                             .withContext("handshake"));
+  wire::Reader r(body.data(), body.size());
+  uint8_t result = 0;
+  r.u8(&result);
+  switch (result) {
+    case kHelloOk:
+      return client;
+    case kHelloWrongSecret:
+      return invalidUsage(what + " refused the job secret (it serves another job, or the ranks "
+                                 "were given different unique ids / CHORUS_JOB_SECRET)");
+    case kHelloBadVersion: {
+      uint32_t theirs = 0;
+      r.u32(&theirs);
+      return invalidUsage(what + " speaks store protocol " + std::to_string(theirs) +
+                          ", this rank " + std::to_string(kProtocolVersion) +
+                          ": all ranks must run the same chorus version");
+    }
+    default:
+      return remoteError(what + " answered the handshake with code " + std::to_string(result));
+  }
+}
+
+Status StoreClient::fail(Status why) {
+  broken_ = why;
+  // Closing tells the server to drop a request it may still have parked for us.
+  fd_.reset();
+  return why;
+}
+
+StatusOr<std::vector<uint8_t>> StoreClient::call(std::vector<uint8_t> request,
+                                                 const std::string& op, bool waits) {
+  if (!broken_.ok())
+    return Status(broken_.code(), op + ": the connection to the " + what_ +
+                                      " is unusable after an earlier failure: " +
+                                      broken_.message());
+  net::Deadline deadline = net::deadlineIn(timeoutSeconds_);
+  finishFrame(&request);
+  Status s = net::sendAll(fd_.get(), request.data(), request.size(), deadline, what_);
+  if (!s.ok()) return fail(s.withContext(op));
+  uint8_t header[kFrameHeader];
+  s = net::recvAll(fd_.get(), header, sizeof(header), deadline, what_);
+  if (s.code() == Code::kTimeout && waits)
+    return fail(timeoutError(op + " on the " + what_ + " timed out after " +
+                             seconds(timeoutSeconds_) + ": the key was never set"));
+  if (!s.ok()) return fail(s.withContext(op));
+  uint64_t len = wire::loadLe(header, 8);
+  if (len < 1 || len > kMaxStoreFrame)
+    return fail(remoteError(op + ": the " + what_ + " sent a malformed reply (a frame of " +
+                            std::to_string(len) + " bytes)"));
+  std::vector<uint8_t> body(len);
+  s = net::recvAll(fd_.get(), body.data(), body.size(), deadline, what_);
+  if (!s.ok()) return fail(s.withContext(op));
+  uint8_t code = body[0];
+  if (code != 0) {
+    std::string message(body.begin() + 1, body.end());
+    Code c = code <= static_cast<uint8_t>(Code::kInProgress) ? static_cast<Code>(code)
+                                                             : Code::kRemoteError;
+    return Status(c, op + ": " + what_ + ": " + message);
+  }
+  body.erase(body.begin());
+  return body;
+}
+
+namespace {
+void appendKeys(wire::Writer& w, const std::vector<std::string>& keys) {
+  w.u32(static_cast<uint32_t>(keys.size()));
+  for (const auto& k : keys) w.str(k);
+}
+std::vector<uint8_t> requestWithKeys(Op op, const std::vector<std::string>& keys) {
+  std::vector<uint8_t> req = beginFrame();
+  wire::Writer w(&req);
+  w.u8(static_cast<uint8_t>(op));
+  appendKeys(w, keys);
+  return req;
+}
+
+Status checkKeys(const std::vector<std::string>& keys) {
+  for (const auto& k : keys)
+    if (k.size() > kMaxKeyBytes)
+      return invalidArgument("store key " + quoted(k) + " is " + std::to_string(k.size()) +
+                             " bytes, more than the limit of " + std::to_string(kMaxKeyBytes));
+  return Status();
+}
+
+std::string describeKeys(const std::vector<std::string>& keys) {
+  std::string s;
+  constexpr size_t kShown = 4;
+  for (size_t i = 0; i < keys.size() && i < kShown; ++i) s += (i ? ", " : "") + quoted(keys[i]);
+  if (keys.size() > kShown) s += ", ... (" + std::to_string(keys.size()) + " keys)";
+  return s;
+}
+}  // namespace
+
+Status StoreClient::set(const std::string& key, const std::vector<uint8_t>& value) {
+  CHORUS_RETURN_IF_ERROR(checkKeys({key}));
+  if (value.size() > kMaxStoreFrame - 64 - key.size())
+    return invalidArgument("store value of " + std::to_string(value.size()) + " bytes for key " +
+                           quoted(key) + " exceeds the 1 GiB frame limit");
+  std::vector<uint8_t> req = beginFrame();
+  req.reserve(kFrameHeader + 1 + 4 + key.size() + value.size());
+  wire::Writer w(&req);
+  w.u8(static_cast<uint8_t>(Op::kSet));
+  w.str(key);
+  w.raw(value.data(), value.size());
+  return call(std::move(req), "set of key " + quoted(key), false).status();
+}
+
+StatusOr<std::vector<uint8_t>> StoreClient::get(const std::string& key) {
+  CHORUS_RETURN_IF_ERROR(checkKeys({key}));
+  std::vector<uint8_t> req = beginFrame();
+  wire::Writer w(&req);
+  w.u8(static_cast<uint8_t>(Op::kGet));
+  w.str(key);
+  return call(std::move(req), "get of key " + quoted(key), true);
+}
+
+StatusOr<int64_t> StoreClient::add(const std::string& key, int64_t delta) {
+  CHORUS_RETURN_IF_ERROR(checkKeys({key}));
+  std::vector<uint8_t> req = beginFrame();
+  wire::Writer w(&req);
+  w.u8(static_cast<uint8_t>(Op::kAdd));
+  w.str(key);
+  w.i64(delta);
+  std::string op = "add to key " + quoted(key);
+  CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> body, call(std::move(req), op, false));
+  wire::Reader r(body.data(), body.size());
+  int64_t value;
+  if (!r.i64(&value) || !r.done())
+    return fail(remoteError(op + ": the " + what_ + " sent a malformed reply"));
+  return value;
+}
+
+StatusOr<std::vector<bool>> StoreClient::exists(const std::vector<std::string>& keys) {
+  CHORUS_RETURN_IF_ERROR(checkKeys(keys));
+  std::string op = "exists of " + describeKeys(keys);
+  CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> body,
+                          call(requestWithKeys(Op::kExists, keys), op, false));
+  wire::Reader r(body.data(), body.size());
+  uint32_t n;
+  if (!r.u32(&n) || n != keys.size() || r.remaining() != n)
+    return fail(remoteError(op + ": the " + what_ + " sent a malformed reply"));
+  std::vector<bool> out(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    uint8_t b = 0;
+    r.u8(&b);
+    out[i] = b != 0;
+  }
+  return out;
+}
+
+StatusOr<bool> StoreClient::check(const std::vector<std::string>& keys) {
+  CHORUS_ASSIGN_OR_RETURN(std::vector<bool> present, exists(keys));
+  for (bool p : present)
+    if (!p) return false;
+  return true;
+}
+
+StatusOr<std::vector<std::vector<uint8_t>>> StoreClient::multiGet(
+    const std::vector<std::string>& keys) {
+  CHORUS_RETURN_IF_ERROR(checkKeys(keys));
+  std::string op = "multiGet of " + describeKeys(keys);
+  CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> body,
+                          call(requestWithKeys(Op::kMultiGet, keys), op, true));
+  return parseValues(body, keys.size(), op);
+}
+
+StatusOr<std::vector<std::vector<uint8_t>>> StoreClient::setAndMultiGet(
+    const std::string& key, const std::vector<uint8_t>& value,
+    const std::vector<std::string>& keys) {
+  CHORUS_RETURN_IF_ERROR(checkKeys({key}));
+  CHORUS_RETURN_IF_ERROR(checkKeys(keys));
+  if (value.size() > kMaxStoreFrame / 2)
+    return invalidArgument("store value of " + std::to_string(value.size()) + " bytes for key " +
+                           quoted(key) + " exceeds the 512 MiB limit of setAndMultiGet");
+  std::vector<uint8_t> req = beginFrame();
+  wire::Writer w(&req);
+  w.u8(static_cast<uint8_t>(Op::kSetMultiGet));
+  w.str(key);
+  w.blob(value);
+  appendKeys(w, keys);
+  std::string op = "setAndMultiGet of " + describeKeys(keys);
+  CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> body, call(std::move(req), op, true));
+  return parseValues(body, keys.size(), op);
+}
+
+StatusOr<std::vector<std::vector<uint8_t>>> StoreClient::parseValues(
+    const std::vector<uint8_t>& body, size_t count, const std::string& op) {
+  wire::Reader r(body.data(), body.size());
+  uint32_t n;
+  bool ok = r.u32(&n) && n == count;
+  std::vector<std::vector<uint8_t>> out(ok ? n : 0);
+  for (size_t i = 0; ok && i < out.size(); ++i) ok = r.blob(&out[i], kMaxStoreFrame);
+  if (!ok || !r.done())
+    return fail(remoteError(op + ": the " + what_ + " sent a malformed reply"));
+  return out;
+}
+
+}  // namespace chorus::bootstrap
