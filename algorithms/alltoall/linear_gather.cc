@@ -1,0 +1,45 @@
+// Linear gather: every rank sends its block straight to the root.
+//
+// Schedule. Non-roots send their input to the root chunk by chunk. The root copies its own block
+// into place (skipped in place) and receives block p from rank p into output block p. The loop
+// is chunk-major over peers (chunk 0 from everyone, then chunk 1, ...) so an in-order executor
+// drains all senders evenly instead of one after another.
+//
+// Cost (alpha-beta, B bytes per block, C chunks per block): the root's link carries (n-1) B:
+//   C alpha + (n-1) B beta when receives overlap (they are independent), (n-1) C alpha if not.
+//
+// Tuner: the only gather for now; good for medium and large blocks. Small blocks at large n
+// would use a binomial tree to cut the root's message count.
+#include "algorithms/alltoall/alltoall.h"
+#include "algorithms/common/chunking.h"
+
+namespace chorus::algo {
+
+using sched::kInput;
+using sched::kOutput;
+
+sched::Schedule buildLinearGather(const sched::CollDesc& d, int rank, int nranks) {
+  sched::Schedule s;
+  s.algo = "linear";
+  const uint64_t es = d.elemSize, count = d.count, chunk = chunkElems(d);
+  if (rank != d.root) {
+    s.addPeer(d.root);
+    for (uint64_t c = 0; c < numChunks(count, chunk); ++c)
+      s.send(d.root, elemRange(kInput, chunkOf({0, count}, chunk, c), es));
+    return s;
+  }
+  const uint64_t mine = static_cast<uint64_t>(rank) * count;
+  if (d.inPlace) s.inputInOutput = static_cast<int64_t>(mine * es);
+  for (int k = 1; k < nranks; ++k) s.addPeer(modRank(rank + k, nranks));
+  if (!d.inPlace) s.copy(elemRange(kInput, {0, count}, es), elemRange(kOutput, {mine, count}, es));
+  for (uint64_t c = 0; c < numChunks(count, chunk); ++c) {
+    for (int k = 1; k < nranks; ++k) {
+      const int p = modRank(rank + k, nranks);
+      const Block blk = chunkOf({static_cast<uint64_t>(p) * count, count}, chunk, c);
+      s.recv(p, elemRange(kOutput, blk, es));
+    }
+  }
+  return s;
+}
+
+}  // namespace chorus::algo

@@ -1,0 +1,914 @@
+#include "algorithms/common/checker.h"
+
+#include <algorithm>
+#include <array>
+#include <deque>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace chorus::sched {
+namespace {
+
+// ---- Symbolic values --------------------------------------------------------------------------
+
+// A contribution: input element `idx` of rank `rank`, packed so that sorting orders by rank.
+constexpr int kIndexBits = 40;
+uint64_t term(int rank, uint64_t idx) { return (static_cast<uint64_t>(rank) << kIndexBits) | idx; }
+int termRank(uint64_t t) { return static_cast<int>(t >> kIndexBits); }
+uint64_t termIndex(uint64_t t) { return t & ((uint64_t{1} << kIndexBits) - 1); }
+std::string termName(uint64_t t) {
+  // Built by appending: g++ 12 at -O3 warns falsely on "literal" + std::string (PR105651).
+  std::string s = "r";
+  s += std::to_string(termRank(t));
+  s += '[';
+  s += std::to_string(termIndex(t));
+  s += ']';
+  return s;
+}
+
+// Values are interned sets of contributions; memory holds their ids. Id 0 is "poison": what
+// output and scratch hold before anything is written to them.
+constexpr uint32_t kPoison = 0;
+
+class ValuePool {
+ public:
+  ValuePool() { sets_.push_back({0, 0}); }
+
+  uint32_t single(uint64_t t) {
+    sets_.push_back({terms_.size(), 1});
+    terms_.push_back(t);
+    return static_cast<uint32_t>(sets_.size() - 1);
+  }
+
+  // The union of a and b, or kPoison with *dup set when a contribution is in both.
+  uint32_t merge(uint32_t a, uint32_t b, uint64_t* dup) {
+    const auto [ao, al] = sets_[a];
+    const auto [bo, bl] = sets_[b];
+    const size_t start = terms_.size();
+    if (terms_.capacity() < start + al + bl)
+      terms_.reserve(std::max(2 * terms_.capacity(), start + al + bl));
+    size_t i = 0, j = 0;
+    while (i < al && j < bl) {
+      const uint64_t x = terms_[ao + i], y = terms_[bo + j];
+      if (x == y) {
+        *dup = x;
+        terms_.resize(start);
+        return kPoison;
+      }
+      terms_.push_back(x < y ? x : y);
+      (x < y ? i : j)++;
+    }
+    for (; i < al; ++i) terms_.push_back(terms_[ao + i]);
+    for (; j < bl; ++j) terms_.push_back(terms_[bo + j]);
+    sets_.push_back({start, terms_.size() - start});
+    return static_cast<uint32_t>(sets_.size() - 1);
+  }
+
+  std::span<const uint64_t> terms(uint32_t id) const {
+    return {terms_.data() + sets_[id].first, sets_[id].second};
+  }
+
+ private:
+  std::vector<uint64_t> terms_;
+  std::vector<std::pair<size_t, size_t>> sets_;  // id -> (offset, length) in terms_
+};
+
+std::string formatTerms(std::span<const uint64_t> ts) {
+  if (ts.empty()) return "{}";
+  constexpr size_t kShown = 6;
+  std::string s = "{";
+  for (size_t i = 0; i < ts.size() && i < kShown; ++i) s += (i ? ", " : "") + termName(ts[i]);
+  if (ts.size() > kShown) s += ", ... (" + std::to_string(ts.size()) + " contributions)";
+  return s + "}";
+}
+
+// ---- Memory layout ----------------------------------------------------------------------------
+
+// Memory of one rank. Containers are the allocations; with in-place aliasing one logical buffer
+// has no container of its own and lives inside the other.
+constexpr int kInMem = 0, kOutMem = 1, kScratchMem = 2, kNumMem = 3;
+const char* const kMemName[kNumMem] = {"input", "output", "scratch"};
+
+struct Layout {
+  uint64_t unit = 1;                            // bytes per element
+  uint64_t logical[kNumMem] = {0, 0, 0};        // elements of input, output, scratch
+  int64_t inputInOutput = -1;                   // element offsets, as the call implies
+  int64_t outputInInput = -1;
+  uint64_t memSize[kNumMem] = {0, 0, 0};        // elements of each container
+
+  // The container and element index of logical buffer `buf`'s element `e`.
+  std::pair<int, uint64_t> locate(BufId buf, uint64_t e) const {
+    if (buf == kInput && inputInOutput >= 0)
+      return {kOutMem, e + static_cast<uint64_t>(inputInOutput)};
+    if (buf == kOutput && outputInInput >= 0)
+      return {kInMem, e + static_cast<uint64_t>(outputInInput)};
+    return {buf == kInput ? kInMem : buf == kOutput ? kOutMem : kScratchMem, e};
+  }
+  bool inPlace() const { return inputInOutput >= 0 || outputInInput >= 0; }
+};
+
+uint64_t entry(const std::vector<uint64_t>& v, int p) { return v[static_cast<size_t>(p)]; }
+
+uint64_t extent(const std::vector<uint64_t>& counts, const std::vector<uint64_t>& displs) {
+  uint64_t e = 0;
+  for (size_t p = 0; p < counts.size(); ++p)
+    if (counts[p]) e = std::max(e, displs[p] + counts[p]);
+  return e;
+}
+
+bool isRecv(StepKind k) { return k == StepKind::kRecv || k == StepKind::kRecvReduce; }
+bool hasPeer(StepKind k) { return k == StepKind::kSend || isRecv(k); }
+
+std::string bufName(BufId b) {
+  if (b == kInput) return "input";
+  if (b == kOutput) return "output";
+  if (b == kScratch) return "scratch";
+  return "user" + std::to_string(b - kFirstUserBuf);
+}
+
+std::string rangeName(const Range& r) {
+  return bufName(r.buf) + "[" + std::to_string(r.offset) + ", " +
+         std::to_string(r.offset + r.bytes) + ")";
+}
+
+std::string describe(const Step& s) {
+  std::string d = stepKindName(s.kind);
+  switch (s.kind) {
+    case StepKind::kSend: return d + " to " + std::to_string(s.peer) + " " + rangeName(s.a);
+    case StepKind::kRecv: return d + " from " + std::to_string(s.peer) + " -> " + rangeName(s.dst);
+    case StepKind::kRecvReduce:
+      return d + " from " + std::to_string(s.peer) + " " + rangeName(s.a) + " -> " +
+             rangeName(s.dst);
+    case StepKind::kCopy: return d + " " + rangeName(s.a) + " -> " + rangeName(s.dst);
+    case StepKind::kReduce:
+      return d + " " + rangeName(s.a) + " + " + rangeName(s.b) + " -> " + rangeName(s.dst);
+  }
+  return d;
+}
+
+std::string at(int rank, uint32_t step, const Step& s) {
+  return "rank " + std::to_string(rank) + " step " + std::to_string(step) + " (" + describe(s) +
+         ")";
+}
+
+// ---- Ordering proofs (program-order run) ------------------------------------------------------
+
+// Per rank: the last writer and readers since of every element, to prove that each conflicting
+// pair of steps is ordered by deps.
+struct Hazards {
+  std::vector<int32_t> lastWriter[kNumMem];
+  std::vector<std::vector<uint32_t>> readers[kNumMem];
+  std::vector<int64_t> lastSendTo, lastRecvFrom;
+  std::vector<uint32_t> proven;  // steps already shown to precede `current`
+  uint32_t current = 0;
+  std::vector<uint32_t> stamp;
+  uint32_t stampGen = 0;
+  std::vector<uint32_t> stack;
+};
+
+struct Message {
+  std::vector<uint32_t> values;
+  uint32_t step = 0;
+  std::vector<uint64_t> known;  // barrier: ranks the sender had heard from
+};
+
+using Memory = std::array<std::vector<uint32_t>, kNumMem>;
+
+class Checker {
+ public:
+  Checker(Coll coll, int n, std::span<const CollDesc> descs, std::span<const Schedule> scheds,
+          const CheckOptions& opts)
+      : coll_(coll), n_(n), descs_(descs), scheds_(scheds), opts_(opts) {}
+
+  Status run() {
+    CHORUS_RETURN_IF_ERROR(validateArgs());
+    for (int r = 0; r < n_; ++r) layouts_.push_back(layoutOf(r));
+    CHORUS_RETURN_IF_ERROR(validateSchedules());
+    initialMemory();
+    CHORUS_RETURN_IF_ERROR(runProgramOrder());
+    CHORUS_RETURN_IF_ERROR(checkOutputs(""));
+    if (opts_.concurrent) {
+      const std::string mode =
+          "concurrent execution (seed " + std::to_string(opts_.seed) + "): ";
+      Status s = runConcurrent();
+      if (!s.ok()) return Status(s.code(), mode + s.message());
+      CHORUS_RETURN_IF_ERROR(checkOutputs(mode));
+    }
+    return Status();
+  }
+
+ private:
+  // ---- arguments and layout ----
+
+  Status validateArgs() {
+    if (n_ < 1) return invalidArgument("nranks must be at least 1");
+    if (descs_.size() != static_cast<size_t>(n_))
+      return invalidArgument("expected " + std::to_string(n_) + " rank descriptions, got " +
+                             std::to_string(descs_.size()));
+    if (scheds_.size() != static_cast<size_t>(n_))
+      return invalidArgument("expected " + std::to_string(n_) + " schedules, got " +
+                             std::to_string(scheds_.size()));
+    const CollDesc& d0 = descs_[0];
+    for (int r = 0; r < n_; ++r) {
+      const CollDesc& d = descs_[r];
+      const std::string who = "rank " + std::to_string(r) + ": ";
+      if (d.coll != coll_) return invalidArgument(who + "description is not " + collName(coll_));
+      if (d.elemSize == 0) return invalidArgument(who + "elemSize 0");
+      if (d.count != d0.count || d.elemSize != d0.elemSize || d.root != d0.root ||
+          d.inPlace != d0.inPlace)
+        return invalidArgument(who + "count, elemSize, root or inPlace differ from rank 0");
+      if (d.root < 0 || d.root >= n_) return invalidArgument(who + "root out of range");
+      if (coll_ == Coll::kAllToAllv) {
+        const size_t want = static_cast<size_t>(n_);
+        if (d.sendCounts.size() != want || d.sendDispls.size() != want ||
+            d.recvCounts.size() != want || d.recvDispls.size() != want)
+          return invalidArgument(who + "all-to-allv counts and displacements need nranks entries");
+      }
+    }
+    if (coll_ == Coll::kAllToAllv) {
+      for (int r = 0; r < n_; ++r)
+        for (int p = 0; p < n_; ++p) {
+          const uint64_t got = entry(descs_[r].recvCounts, p);
+          const uint64_t sent = d0.inPlace ? entry(descs_[p].recvCounts, r)
+                                           : entry(descs_[p].sendCounts, r);
+          if (got != sent)
+            return invalidArgument("all-to-allv views disagree: rank " + std::to_string(r) +
+                                   " expects " + std::to_string(got) + " elements from rank " +
+                                   std::to_string(p) + ", which sends " + std::to_string(sent));
+        }
+    }
+    return Status();
+  }
+
+  Layout layoutOf(int r) const {
+    const CollDesc& d = descs_[r];
+    const uint64_t n = static_cast<uint64_t>(n_), c = d.count;
+    const bool root = r == d.root;
+    Layout L;
+    L.unit = coll_ == Coll::kBarrier ? 1 : d.elemSize;
+    uint64_t in = 0, out = 0;
+    switch (coll_) {
+      case Coll::kAllReduce: in = out = c; break;
+      case Coll::kBroadcast: in = root ? c : 0, out = c; break;
+      case Coll::kReduce: in = c, out = root ? c : 0; break;
+      case Coll::kAllGather: in = c, out = n * c; break;
+      case Coll::kReduceScatter: in = n * c, out = c; break;
+      case Coll::kAllToAll: in = out = n * c; break;
+      case Coll::kAllToAllv:
+        out = extent(d.recvCounts, d.recvDispls);
+        in = d.inPlace ? out : extent(d.sendCounts, d.sendDispls);
+        break;
+      case Coll::kGather: in = c, out = root ? n * c : 0; break;
+      case Coll::kScatter: in = root ? n * c : 0, out = c; break;
+      case Coll::kBarrier:
+      case Coll::kSendRecv: break;
+    }
+    if (d.inPlace) {
+      const int64_t mine = static_cast<int64_t>(static_cast<uint64_t>(r) * c);
+      switch (coll_) {
+        case Coll::kAllReduce:
+        case Coll::kBroadcast:
+        case Coll::kReduce:
+        case Coll::kAllToAll:
+        case Coll::kAllToAllv: L.outputInInput = 0; break;
+        case Coll::kAllGather: L.inputInOutput = mine; break;
+        case Coll::kReduceScatter: L.outputInInput = mine; break;
+        case Coll::kGather:
+          if (root) L.inputInOutput = mine;
+          break;
+        case Coll::kScatter:
+          if (root) L.outputInInput = mine;
+          break;
+        case Coll::kBarrier:
+        case Coll::kSendRecv: break;
+      }
+    }
+    L.logical[kInMem] = in;
+    L.logical[kOutMem] = out;
+    L.logical[kScratchMem] = scheds_[r].scratchBytes / L.unit;
+    L.memSize[kInMem] = L.inputInOutput >= 0 ? 0 : in;
+    L.memSize[kOutMem] = L.outputInInput >= 0 ? 0 : out;
+    if (L.inputInOutput >= 0)
+      L.memSize[kOutMem] = std::max(out, static_cast<uint64_t>(L.inputInOutput) + in);
+    if (L.outputInInput >= 0)
+      L.memSize[kInMem] = std::max(in, static_cast<uint64_t>(L.outputInInput) + out);
+    L.memSize[kScratchMem] = L.logical[kScratchMem];
+    return L;
+  }
+
+  // ---- check 1: static shape of every schedule ----
+
+  Status checkRange(int r, uint32_t i, const Step& st, const Range& rg, const char* what) const {
+    const Layout& L = layouts_[r];
+    uint64_t size = 0;
+    if (rg.buf == kInput) {
+      size = L.logical[kInMem] * L.unit;
+    } else if (rg.buf == kOutput) {
+      size = L.logical[kOutMem] * L.unit;
+    } else if (rg.buf == kScratch) {
+      size = scheds_[r].scratchBytes;
+    } else {
+      return internalError(at(r, i, st) + ": " + what + " names " + bufName(rg.buf) +
+                           ", which a " + collName(coll_) + " does not have");
+    }
+    if (rg.bytes == 0)
+      return internalError(at(r, i, st) + ": " + what + " is empty (builders drop empty steps)");
+    if (rg.offset > size || rg.bytes > size - rg.offset)
+      return internalError(at(r, i, st) + ": " + what + " is out of bounds of " +
+                           bufName(rg.buf) + " (" + std::to_string(size) + " bytes on this rank)");
+    if (rg.offset % L.unit || rg.bytes % L.unit)
+      return internalError(at(r, i, st) + ": " + what + " is not aligned to the " +
+                           std::to_string(L.unit) + "-byte element");
+    return Status();
+  }
+
+  // Canonical element interval of a range: (container, first, count).
+  struct Span {
+    int mem;
+    uint64_t first, count;
+  };
+  Span spanOf(int r, const Range& rg) const {
+    const Layout& L = layouts_[r];
+    auto [mem, first] = L.locate(rg.buf, rg.offset / L.unit);
+    return Span{mem, first, rg.bytes / L.unit};
+  }
+
+  Status checkOverlap(int r, uint32_t i, const Step& st, const Range& x, const Range& dst,
+                      const char* what) const {
+    const Span a = spanOf(r, x), b = spanOf(r, dst);
+    if (a.mem != b.mem || (a.first == b.first && a.count == b.count)) return Status();
+    if (a.first < b.first + b.count && b.first < a.first + a.count)
+      return internalError(at(r, i, st) + ": " + what +
+                           " partially overlaps the destination (must be identical or disjoint)");
+    return Status();
+  }
+
+  Status validateSchedules() const {
+    for (int r = 0; r < n_; ++r) {
+      const Schedule& s = scheds_[r];
+      const Layout& L = layouts_[r];
+      const std::string who = "rank " + std::to_string(r) + ": ";
+      const int64_t wantIo = L.inputInOutput < 0 ? -1 : L.inputInOutput * int64_t(L.unit);
+      const int64_t wantOi = L.outputInInput < 0 ? -1 : L.outputInInput * int64_t(L.unit);
+      if (s.inputInOutput != wantIo || s.outputInInput != wantOi)
+        return internalError(who + "schedule declares inputInOutput=" +
+                             std::to_string(s.inputInOutput) + " outputInInput=" +
+                             std::to_string(s.outputInInput) + " but the " +
+                             (descs_[r].inPlace ? "in-place" : "out-of-place") + " call implies " +
+                             std::to_string(wantIo) + " and " + std::to_string(wantOi));
+      for (size_t k = 0; k < s.peers.size(); ++k) {
+        const int p = s.peers[k];
+        if (p < 0 || p >= n_ || p == r)
+          return internalError(who + "peer list names invalid peer " + std::to_string(p));
+        if (std::find(s.peers.begin(), s.peers.begin() + k, p) != s.peers.begin() + k)
+          return internalError(who + "peer list names " + std::to_string(p) + " twice");
+        const auto& back = scheds_[p].peers;
+        if (std::find(back.begin(), back.end(), r) == back.end())
+          return internalError(who + "lists peer " + std::to_string(p) +
+                               " but rank " + std::to_string(p) +
+                               " does not list it back (consistency headers would not match)");
+      }
+      for (uint32_t i = 0; i < s.steps.size(); ++i) {
+        const Step& st = s.steps[i];
+        if (static_cast<uint8_t>(st.kind) > static_cast<uint8_t>(StepKind::kReduce))
+          return internalError(who + "step " + std::to_string(i) + " has an unknown kind");
+        for (uint32_t d : st.deps)
+          if (d >= i)
+            return internalError(at(r, i, st) + ": depends on step " + std::to_string(d) +
+                                 ", which is not earlier");
+        if (hasPeer(st.kind)) {
+          if (st.peer < 0 || st.peer >= n_ || st.peer == r)
+            return internalError(at(r, i, st) + ": invalid peer " + std::to_string(st.peer));
+          if (std::find(s.peers.begin(), s.peers.end(), st.peer) == s.peers.end())
+            return internalError(at(r, i, st) + ": peer missing from Schedule::peers");
+        }
+        switch (st.kind) {
+          case StepKind::kSend: CHORUS_RETURN_IF_ERROR(checkRange(r, i, st, st.a, "a")); break;
+          case StepKind::kRecv: CHORUS_RETURN_IF_ERROR(checkRange(r, i, st, st.dst, "dst")); break;
+          case StepKind::kRecvReduce:
+          case StepKind::kCopy:
+            CHORUS_RETURN_IF_ERROR(checkRange(r, i, st, st.a, "a"));
+            CHORUS_RETURN_IF_ERROR(checkRange(r, i, st, st.dst, "dst"));
+            if (st.a.bytes != st.dst.bytes)
+              return internalError(at(r, i, st) + ": a and dst differ in size");
+            CHORUS_RETURN_IF_ERROR(checkOverlap(r, i, st, st.a, st.dst, "a"));
+            break;
+          case StepKind::kReduce:
+            CHORUS_RETURN_IF_ERROR(checkRange(r, i, st, st.a, "a"));
+            CHORUS_RETURN_IF_ERROR(checkRange(r, i, st, st.b, "b"));
+            CHORUS_RETURN_IF_ERROR(checkRange(r, i, st, st.dst, "dst"));
+            if (st.a.bytes != st.dst.bytes || st.b.bytes != st.dst.bytes)
+              return internalError(at(r, i, st) + ": a, b and dst differ in size");
+            CHORUS_RETURN_IF_ERROR(checkOverlap(r, i, st, st.a, st.dst, "a"));
+            CHORUS_RETURN_IF_ERROR(checkOverlap(r, i, st, st.b, st.dst, "b"));
+            break;
+        }
+        const bool writes = st.kind != StepKind::kSend;
+        if (writes && !L.inPlace() && st.dst.buf == kInput)
+          return internalError(at(r, i, st) + ": writes the input of an out-of-place call");
+      }
+    }
+    return Status();
+  }
+
+  // ---- memory ----
+
+  void initialMemory() {
+    initial_.resize(static_cast<size_t>(n_));
+    for (int r = 0; r < n_; ++r) {
+      const Layout& L = layouts_[r];
+      for (int m = 0; m < kNumMem; ++m) initial_[r][m].assign(L.memSize[m], kPoison);
+      for (uint64_t e = 0; e < L.logical[kInMem]; ++e) {
+        auto [mem, idx] = L.locate(kInput, e);
+        initial_[r][mem][idx] = pool_.single(term(r, e));
+      }
+    }
+  }
+
+  // ---- executing one step ----
+
+  // The contributions output element e of rank r must hold; false where the collective leaves
+  // the element undefined (it must then keep its initial value).
+  bool expected(int r, uint64_t e, std::vector<uint64_t>& out) const {
+    const CollDesc& d = descs_[r];
+    const uint64_t c = d.count;
+    out.clear();
+    auto everyone = [&](uint64_t idx) {
+      for (int q = 0; q < n_; ++q) out.push_back(term(q, idx));
+    };
+    switch (coll_) {
+      case Coll::kAllReduce:
+      case Coll::kReduce: everyone(e); return true;
+      case Coll::kReduceScatter: everyone(static_cast<uint64_t>(r) * c + e); return true;
+      case Coll::kAllGather:
+      case Coll::kGather: out.push_back(term(static_cast<int>(e / c), e % c)); return true;
+      case Coll::kBroadcast: out.push_back(term(d.root, e)); return true;
+      case Coll::kScatter:
+        out.push_back(term(d.root, static_cast<uint64_t>(r) * c + e));
+        return true;
+      case Coll::kAllToAll:
+        out.push_back(term(static_cast<int>(e / c), static_cast<uint64_t>(r) * c + e % c));
+        return true;
+      case Coll::kAllToAllv:
+        for (int p = 0; p < n_; ++p) {
+          const uint64_t lo = entry(d.recvDispls, p), cnt = entry(d.recvCounts, p);
+          if (e < lo || e >= lo + cnt) continue;
+          const CollDesc& src = descs_[p];
+          const uint64_t from = d.inPlace ? entry(src.recvDispls, r) : entry(src.sendDispls, r);
+          out.push_back(term(p, from + (e - lo)));
+          return true;
+        }
+        return false;
+      case Coll::kBarrier:
+      case Coll::kSendRecv: return false;
+    }
+    return false;
+  }
+
+  std::string elementName(int r, int mem, uint64_t idx) const {
+    const Layout& L = layouts_[r];
+    std::string s = std::string(kMemName[mem]) + " element " + std::to_string(idx);
+    if (mem == kOutMem && L.inputInOutput >= 0) s += " (in-place output buffer)";
+    if (mem == kInMem && L.outputInInput >= 0) s += " (in-place input buffer)";
+    return s;
+  }
+
+  // Proves that step j precedes step i of rank r through deps.
+  bool precedes(int r, uint32_t j, uint32_t i, Hazards& hz) const {
+    if (hz.current != i) {
+      hz.current = i;
+      hz.proven.clear();
+    }
+    if (std::find(hz.proven.begin(), hz.proven.end(), j) != hz.proven.end()) return true;
+    const auto& steps = scheds_[r].steps;
+    bool found = false;
+    if (++hz.stampGen == 0) {
+      std::fill(hz.stamp.begin(), hz.stamp.end(), 0);
+      hz.stampGen = 1;
+    }
+    hz.stack.assign(steps[i].deps.begin(), steps[i].deps.end());
+    while (!hz.stack.empty() && !found) {
+      const uint32_t k = hz.stack.back();
+      hz.stack.pop_back();
+      if (k == j) found = true;
+      if (k <= j || hz.stamp[k] == hz.stampGen) continue;  // deps only point backwards
+      hz.stamp[k] = hz.stampGen;
+      hz.stack.insert(hz.stack.end(), steps[k].deps.begin(), steps[k].deps.end());
+    }
+    if (found) hz.proven.push_back(j);
+    return found;
+  }
+
+  Status unordered(int r, uint32_t j, uint32_t i, const std::string& what) const {
+    const auto& steps = scheds_[r].steps;
+    return internalError(at(r, i, steps[i]) + " " + what + " " + at(r, j, steps[j]) +
+                         ", but does not depend on it, directly or through other deps: a " +
+                         "concurrent executor may run them in either order");
+  }
+
+  Status noteRead(int r, uint32_t i, int mem, uint64_t idx, Hazards& hz) const {
+    const int32_t w = hz.lastWriter[mem][idx];
+    if (w >= 0 && static_cast<uint32_t>(w) != i && !precedes(r, static_cast<uint32_t>(w), i, hz))
+      return unordered(r, static_cast<uint32_t>(w), i,
+                       "reads " + elementName(r, mem, idx) + ", written by");
+    auto& rd = hz.readers[mem][idx];
+    if (rd.empty() || rd.back() != i) rd.push_back(i);
+    return Status();
+  }
+
+  Status noteWrite(int r, uint32_t i, int mem, uint64_t idx, Hazards& hz) const {
+    const int32_t w = hz.lastWriter[mem][idx];
+    if (w >= 0 && static_cast<uint32_t>(w) != i && !precedes(r, static_cast<uint32_t>(w), i, hz))
+      return unordered(r, static_cast<uint32_t>(w), i,
+                       "overwrites " + elementName(r, mem, idx) + ", written by");
+    for (uint32_t j : hz.readers[mem][idx])
+      if (j != i && !precedes(r, j, i, hz))
+        return unordered(r, j, i, "overwrites " + elementName(r, mem, idx) + ", read by");
+    hz.readers[mem][idx].clear();
+    hz.lastWriter[mem][idx] = static_cast<int32_t>(i);
+    return Status();
+  }
+
+  // Runs step i of rank r. Recv kinds consume `in`; a send fills `out`. With `hz`, also proves
+  // that every conflicting earlier access is ordered before this step.
+  Status exec(int r, uint32_t i, Memory& mem, const Message* in, Message* out, Hazards* hz) {
+    const Step& st = scheds_[r].steps[i];
+    if (in && in->values.size() != st.dst.bytes / layouts_[r].unit) {
+      const Step& snd = scheds_[st.peer].steps[in->step];
+      return internalError(at(r, i, st) + " is matched with " + at(st.peer, in->step, snd) +
+                           ": " + std::to_string(st.dst.bytes) + " bytes expected, " +
+                           std::to_string(snd.a.bytes) + " sent");
+    }
+    const bool readsA = st.kind != StepKind::kRecv, readsB = st.kind == StepKind::kReduce;
+    const bool writes = st.kind != StepKind::kSend;
+    const Span a = readsA ? spanOf(r, st.a) : Span{}, b = readsB ? spanOf(r, st.b) : Span{};
+    const Span d = writes ? spanOf(r, st.dst) : Span{};
+    if (hz) {
+      for (uint64_t k = 0; readsA && k < a.count; ++k)
+        CHORUS_RETURN_IF_ERROR(noteRead(r, i, a.mem, a.first + k, *hz));
+      for (uint64_t k = 0; readsB && k < b.count; ++k)
+        CHORUS_RETURN_IF_ERROR(noteRead(r, i, b.mem, b.first + k, *hz));
+      for (uint64_t k = 0; writes && k < d.count; ++k)
+        CHORUS_RETURN_IF_ERROR(noteWrite(r, i, d.mem, d.first + k, *hz));
+    }
+    auto fold = [&](uint32_t x, uint32_t y, uint64_t k, const char* yName) -> StatusOr<uint32_t> {
+      if (x == kPoison || y == kPoison)
+        return internalError(at(r, i, st) + ": element " + std::to_string(k) + " of the range " +
+                             "reduces a value that was never written (" +
+                             (x == kPoison ? "a" : yName) + ")");
+      uint64_t dup = 0;
+      const uint32_t v = pool_.merge(x, y, &dup);
+      if (v == kPoison)
+        return internalError(at(r, i, st) + ": element " + std::to_string(k) + " of the range " +
+                             "counts contribution " + termName(dup) + " twice");
+      return v;
+    };
+    switch (st.kind) {
+      case StepKind::kSend:
+        out->values.assign(mem[a.mem].begin() + static_cast<int64_t>(a.first),
+                           mem[a.mem].begin() + static_cast<int64_t>(a.first + a.count));
+        out->step = i;
+        break;
+      case StepKind::kRecv:
+        std::copy(in->values.begin(), in->values.end(),
+                  mem[d.mem].begin() + static_cast<int64_t>(d.first));
+        break;
+      case StepKind::kRecvReduce:
+        for (uint64_t k = 0; k < d.count; ++k) {
+          CHORUS_ASSIGN_OR_RETURN(uint32_t v, fold(mem[a.mem][a.first + k], in->values[k], k,
+                                                   "the received message"));
+          mem[d.mem][d.first + k] = v;
+        }
+        break;
+      case StepKind::kCopy:
+        tmp_.assign(mem[a.mem].begin() + static_cast<int64_t>(a.first),
+                    mem[a.mem].begin() + static_cast<int64_t>(a.first + a.count));
+        std::copy(tmp_.begin(), tmp_.end(), mem[d.mem].begin() + static_cast<int64_t>(d.first));
+        break;
+      case StepKind::kReduce:
+        for (uint64_t k = 0; k < d.count; ++k) {
+          CHORUS_ASSIGN_OR_RETURN(uint32_t v,
+                                  fold(mem[a.mem][a.first + k], mem[b.mem][b.first + k], k, "b"));
+          mem[d.mem][d.first + k] = v;
+        }
+        break;
+    }
+    return Status();
+  }
+
+  // ---- check 2: program order ----
+
+  std::deque<Message>& channel(int from, int to) {
+    return channels_[static_cast<size_t>(from) * static_cast<size_t>(n_) +
+                     static_cast<size_t>(to)];
+  }
+
+  size_t words() const { return (static_cast<size_t>(n_) + 63) / 64; }
+  static void unite(std::vector<uint64_t>& x, const std::vector<uint64_t>& y) {
+    for (size_t w = 0; w < x.size(); ++w) x[w] |= y[w];
+  }
+  void setBit(std::vector<uint64_t>& x, int r) const {
+    x[static_cast<size_t>(r) / 64] |= uint64_t{1} << (r % 64);
+  }
+  bool bit(const std::vector<uint64_t>& x, int r) const {
+    return (x[static_cast<size_t>(r) / 64] >> (r % 64)) & 1;
+  }
+
+  Status checkBarrier(const std::vector<std::vector<uint64_t>>& known) const {
+    for (int r = 0; r < n_; ++r)
+      for (int q = 0; q < n_; ++q)
+        if (!bit(known[r], q))
+          return internalError("rank " + std::to_string(r) + " can finish the barrier " +
+                               "before hearing (even indirectly) from rank " + std::to_string(q));
+    return Status();
+  }
+
+  Status leftovers() {
+    for (int from = 0; from < n_; ++from)
+      for (int to = 0; to < n_; ++to) {
+        auto& q = channel(from, to);
+        if (!q.empty())
+          return internalError(at(from, q.front().step, scheds_[from].steps[q.front().step]) +
+                               " sends a message rank " + std::to_string(to) + " never receives");
+      }
+    return Status();
+  }
+
+  Hazards* proof(std::vector<Hazards>& hz, int r) const {
+    return opts_.proveOrder ? &hz[static_cast<size_t>(r)] : nullptr;
+  }
+
+  Status runProgramOrder() {
+    memory_ = initial_;
+    channels_.assign(static_cast<size_t>(n_) * static_cast<size_t>(n_), {});
+    const bool barrier = coll_ == Coll::kBarrier;
+    std::vector<std::vector<uint64_t>> known(static_cast<size_t>(n_),
+                                             std::vector<uint64_t>(words(), 0));
+    std::vector<Hazards> hz(static_cast<size_t>(n_));
+    for (int r = 0; r < n_ && opts_.proveOrder; ++r) {
+      const Layout& L = layouts_[r];
+      for (int m = 0; m < kNumMem; ++m) {
+        hz[r].lastWriter[m].assign(L.memSize[m], -1);
+        hz[r].readers[m].resize(L.memSize[m]);
+      }
+      hz[r].lastSendTo.assign(static_cast<size_t>(n_), -1);
+      hz[r].lastRecvFrom.assign(static_cast<size_t>(n_), -1);
+      hz[r].stamp.assign(scheds_[r].steps.size(), 0);
+      hz[r].current = UINT32_MAX;
+    }
+    for (int r = 0; r < n_; ++r) setBit(known[r], r);
+    std::vector<uint32_t> pc(static_cast<size_t>(n_), 0);
+    Message msg;
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (int r = 0; r < n_; ++r) {
+        const auto& steps = scheds_[r].steps;
+        while (pc[r] < steps.size()) {
+          const uint32_t i = pc[r];
+          const Step& st = steps[i];
+          if (isRecv(st.kind) && channel(st.peer, r).empty()) break;  // retried next pass
+          if (opts_.proveOrder && hasPeer(st.kind)) {
+            // Per-peer FIFO must be ordered by deps too, or the transport may match messages
+            // in an order the program did not mean.
+            auto& last = st.kind == StepKind::kSend ? hz[r].lastSendTo[st.peer]
+                                                    : hz[r].lastRecvFrom[st.peer];
+            if (last >= 0 && !precedes(r, static_cast<uint32_t>(last), i, hz[r]))
+              return unordered(r, static_cast<uint32_t>(last), i,
+                               st.kind == StepKind::kSend ? "sends to the same peer after"
+                                                          : "receives from the same peer after");
+            last = i;
+          }
+          if (isRecv(st.kind)) {
+            auto& q = channel(st.peer, r);
+            msg = std::move(q.front());
+            q.pop_front();
+            CHORUS_RETURN_IF_ERROR(exec(r, i, memory_[r], &msg, nullptr, proof(hz, r)));
+            if (barrier) unite(known[r], msg.known);
+          } else if (st.kind == StepKind::kSend) {
+            Message out;
+            CHORUS_RETURN_IF_ERROR(exec(r, i, memory_[r], nullptr, &out, proof(hz, r)));
+            if (barrier) out.known = known[r];
+            channel(r, st.peer).push_back(std::move(out));
+          } else {
+            CHORUS_RETURN_IF_ERROR(exec(r, i, memory_[r], nullptr, nullptr, proof(hz, r)));
+          }
+          ++pc[r];
+          progress = true;
+        }
+      }
+    }
+    for (int r = 0; r < n_; ++r) {
+      if (pc[r] == scheds_[r].steps.size()) continue;
+      std::string why = "deadlock: ";
+      int shown = 0;
+      for (int q = r; q < n_ && shown < 4; ++q) {
+        if (pc[q] == scheds_[q].steps.size()) continue;
+        const Step& st = scheds_[q].steps[pc[q]];
+        why += (shown++ ? "; " : "") + at(q, pc[q], st) + " waits for a message rank " +
+               std::to_string(st.peer) + " never sends";
+      }
+      return internalError(why);
+    }
+    CHORUS_RETURN_IF_ERROR(leftovers());
+    if (barrier) CHORUS_RETURN_IF_ERROR(checkBarrier(known));
+    return Status();
+  }
+
+  // ---- check 4: random order respecting deps and FIFO matching ----
+  //
+  // Sends are rendezvous here: a send whose deps are done is only offered, and completes (lets
+  // its dependents run) together with the receive that takes it. That is the least buffering a
+  // transport can have, so a schedule that finishes here cannot deadlock on any transport.
+
+  Status runConcurrent() {
+    memory_ = initial_;
+    const bool barrier = coll_ == Coll::kBarrier;
+    const size_t nn = static_cast<size_t>(n_) * static_cast<size_t>(n_);
+    std::mt19937_64 rng(opts_.seed);
+    std::vector<std::vector<uint32_t>> waitingDeps(static_cast<size_t>(n_));
+    std::vector<std::vector<std::vector<uint32_t>>> dependents(static_cast<size_t>(n_));
+    std::vector<std::vector<char>> finished(static_cast<size_t>(n_));
+    std::vector<std::vector<std::vector<uint64_t>>> stepKnown(static_cast<size_t>(n_));
+    using Ref = std::pair<int, uint32_t>;
+    std::vector<Ref> ready;
+    std::vector<std::deque<Ref>> offered(nn);   // per channel, in the order sends became ready
+    std::vector<std::vector<Ref>> blocked(nn);  // receives with nothing offered yet
+    size_t total = 0, done = 0;
+    for (int r = 0; r < n_; ++r) {
+      const auto& steps = scheds_[r].steps;
+      total += steps.size();
+      waitingDeps[r].resize(steps.size());
+      dependents[r].resize(steps.size());
+      finished[r].assign(steps.size(), 0);
+      if (barrier) stepKnown[r].assign(steps.size(), std::vector<uint64_t>(words(), 0));
+      for (uint32_t i = 0; i < steps.size(); ++i) {
+        waitingDeps[r][i] = static_cast<uint32_t>(steps[i].deps.size());
+        for (uint32_t d : steps[i].deps) dependents[r][d].push_back(i);
+        if (steps[i].deps.empty()) ready.emplace_back(r, i);
+      }
+    }
+    auto chan = [&](int from, int to) {
+      return static_cast<size_t>(from) * static_cast<size_t>(n_) + static_cast<size_t>(to);
+    };
+    auto knowFromDeps = [&](int r, uint32_t i) {
+      if (!barrier) return;
+      auto& k = stepKnown[r][i];
+      setBit(k, r);
+      for (uint32_t d : scheds_[r].steps[i].deps) unite(k, stepKnown[r][d]);
+    };
+    auto complete = [&](int r, uint32_t i) {
+      finished[r][i] = 1;
+      ++done;
+      for (uint32_t k : dependents[r][i])
+        if (--waitingDeps[r][k] == 0) ready.emplace_back(r, k);
+    };
+    Message msg;
+    while (!ready.empty()) {
+      const size_t pick = rng() % ready.size();
+      const auto [r, i] = ready[pick];
+      ready[pick] = ready.back();
+      ready.pop_back();
+      const Step& st = scheds_[r].steps[i];
+      if (st.kind == StepKind::kSend) {
+        const size_t c = chan(r, st.peer);
+        offered[c].emplace_back(r, i);
+        ready.insert(ready.end(), blocked[c].begin(), blocked[c].end());
+        blocked[c].clear();
+        continue;
+      }
+      if (isRecv(st.kind)) {
+        const size_t c = chan(st.peer, r);
+        if (offered[c].empty()) {
+          blocked[c].emplace_back(r, i);
+          continue;
+        }
+        const auto [sr, si] = offered[c].front();
+        offered[c].pop_front();
+        knowFromDeps(sr, si);
+        CHORUS_RETURN_IF_ERROR(exec(sr, si, memory_[sr], nullptr, &msg, nullptr));
+        if (barrier) msg.known = stepKnown[sr][si];
+        knowFromDeps(r, i);
+        CHORUS_RETURN_IF_ERROR(exec(r, i, memory_[r], &msg, nullptr, nullptr));
+        if (barrier) unite(stepKnown[r][i], msg.known);
+        complete(sr, si);
+        complete(r, i);
+        continue;
+      }
+      knowFromDeps(r, i);
+      CHORUS_RETURN_IF_ERROR(exec(r, i, memory_[r], nullptr, nullptr, nullptr));
+      complete(r, i);
+    }
+    if (done != total) {
+      std::string why = "deadlock with rendezvous sends: ";
+      int shown = 0;
+      for (int r = 0; r < n_ && shown < 3; ++r) {
+        const auto& steps = scheds_[r].steps;
+        for (uint32_t i = 0; i < steps.size() && shown < 3; ++i) {
+          if (finished[r][i] || waitingDeps[r][i] != 0) continue;  // done, or stuck behind deps
+          why += (shown++ ? "; " : "") + at(r, i, steps[i]) +
+                 (steps[i].kind == StepKind::kSend ? " is never received"
+                                                   : " waits for a message that is never sent");
+        }
+      }
+      if (shown == 0) why += "steps wait for each other through deps";
+      return internalError(why);
+    }
+    if (barrier) {
+      std::vector<std::vector<uint64_t>> known(static_cast<size_t>(n_),
+                                               std::vector<uint64_t>(words(), 0));
+      for (int r = 0; r < n_; ++r) {
+        setBit(known[r], r);
+        for (const auto& k : stepKnown[r]) unite(known[r], k);
+      }
+      CHORUS_RETURN_IF_ERROR(checkBarrier(known));
+    }
+    return Status();
+  }
+
+  // ---- check 3: outputs ----
+
+  Status checkOutputs(const std::string& mode) {
+    std::vector<uint64_t> want;
+    for (int r = 0; r < n_; ++r) {
+      const Layout& L = layouts_[r];
+      for (uint64_t e = 0; e < L.logical[kOutMem]; ++e) {
+        const auto [mem, idx] = L.locate(kOutput, e);
+        const uint32_t got = memory_[r][mem][idx];
+        auto where = [&] {
+          return mode + "rank " + std::to_string(r) + " output element " + std::to_string(e) +
+                 " (byte " + std::to_string(e * L.unit) + ")";
+        };
+        if (!expected(r, e, want)) {
+          if (got != initial_[r][mem][idx])
+            return internalError(where() + " lies outside every block the collective defines " +
+                                 "but was overwritten with " + formatTerms(pool_.terms(got)));
+          continue;
+        }
+        if (got == kPoison)
+          return internalError(where() + " was never written; expected " + formatTerms(want));
+        const auto have = pool_.terms(got);
+        if (std::equal(have.begin(), have.end(), want.begin(), want.end())) continue;
+        std::string diff;
+        for (uint64_t t : want)
+          if (!std::binary_search(have.begin(), have.end(), t)) {
+            diff = ", missing " + termName(t);
+            break;
+          }
+        for (uint64_t t : have)
+          if (!std::binary_search(want.begin(), want.end(), t)) {
+            diff += ", unexpected " + termName(t);
+            break;
+          }
+        return internalError(where() + " holds " + formatTerms(have) + ", expected " +
+                             formatTerms(want) + diff);
+      }
+    }
+    return Status();
+  }
+
+  Coll coll_;
+  int n_;
+  std::span<const CollDesc> descs_;
+  std::span<const Schedule> scheds_;
+  CheckOptions opts_;
+  std::vector<Layout> layouts_;
+  ValuePool pool_;
+  std::vector<Memory> initial_, memory_;
+  std::vector<std::deque<Message>> channels_;
+  std::vector<uint32_t> tmp_;
+};
+
+}  // namespace
+
+Status checkSchedules(Coll coll, int nranks, std::span<const CollDesc> perRank,
+                      std::span<const Schedule> schedules, const CheckOptions& opts) {
+  Checker c(coll, nranks, perRank, schedules, opts);
+  Status s = c.run();
+  if (s.ok()) return s;
+  return s.withContext(std::string(collName(coll)) + " over " + std::to_string(nranks) +
+                       " ranks");
+}
+
+Status checkAlgorithm(Coll coll, int nranks, std::span<const CollDesc> perRank,
+                      const ScheduleBuilder& build, const CheckOptions& opts) {
+  if (nranks < 1 || perRank.size() != static_cast<size_t>(nranks))
+    return invalidArgument("need one description per rank");
+  std::vector<Schedule> scheds;
+  scheds.reserve(static_cast<size_t>(nranks));
+  for (int r = 0; r < nranks; ++r) {
+    scheds.push_back(build(perRank[r], r, nranks));
+    scheds.back().finalize();
+  }
+  return checkSchedules(coll, nranks, perRank, scheds, opts);
+}
+
+Status checkAlgorithm(Coll coll, int nranks, const CollDesc& desc, const ScheduleBuilder& build,
+                      const CheckOptions& opts) {
+  if (nranks < 1) return invalidArgument("nranks must be at least 1");
+  std::vector<CollDesc> all(static_cast<size_t>(nranks), desc);
+  return checkAlgorithm(coll, nranks, all, build, opts);
+}
+
+}  // namespace chorus::sched

@@ -1,0 +1,65 @@
+// The symbolic checker: proves a schedule builder computes its collective, for one rank count
+// and one set of arguments, without processes, sockets or arithmetic.
+//
+// Every rank's memory is laid out as the user's call lays it out (sizes from the collective's
+// contract, root-only buffers absent on other ranks, in-place buffers inside one another at the
+// NCCL / MPI offsets, scratch of Schedule::scratchBytes). Every element holds a symbolic value:
+// the set of (rank, input element) contributions folded into it. Input element i of rank r
+// starts as {r[i]}; output and scratch start poisoned. Copies and messages move values;
+// reductions merge them, and a contribution arriving twice is double counting — an error even
+// for operators (max, min) under which it would go unnoticed numerically.
+//
+// Checks, in order, stopping at the first failure:
+//   1. Every range is in bounds of its buffer and element-aligned; sizes agree within a step;
+//      copies and reductions do not partially overlap; deps point backwards; the in-place
+//      aliasing the schedule declares is the one the call implies; out-of-place input is
+//      never written; every step's peer is in Schedule::peers, and peer lists are symmetric.
+//   2. Program-order execution, recvs blocking and sends buffered: every message is matched
+//      (FIFO per ordered pair, equal sizes), nothing deadlocks, no message is left over.
+//      Alongside, every pair of steps touching the same element with at least one write, and
+//      every two sends to (receives from) one peer, must be ordered by deps — directly or
+//      transitively — so no concurrent executor can reorder them. This is exact, not sampled.
+//   3. Every output element equals the collective's definition; elements the collective does
+//      not define (gaps between all-to-allv blocks) are left untouched.
+//   4. A second execution in a seeded random order that respects only deps and per-pair FIFO
+//      matching must give the same outputs (and, for a barrier, every rank must have heard
+//      from every other before it finishes). Its sends are rendezvous — a send completes only
+//      with the receive that takes it — so it also proves the schedule cannot deadlock on a
+//      transport without buffering, which program order (buffered sends) cannot show.
+//
+// Failures name the rank, step index and element. Runs in milliseconds for a few thousand
+// steps; used by tests/unit/schedules and by anyone adding an algorithm.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+
+#include "algorithms/common/schedule.h"
+#include "src/core/status.h"
+
+namespace chorus::sched {
+
+using ScheduleBuilder = std::function<Schedule(const CollDesc&, int rank, int nranks)>;
+
+struct CheckOptions {
+  bool proveOrder = true;  // the deps proof of check 2 (off only to test check 4 alone)
+  bool concurrent = true;  // run check 4
+  uint64_t seed = 1;       // order of check 4
+};
+
+// Builds and finalize()s every rank's schedule with build(perRank[r], r, nranks), then checks.
+// perRank has nranks entries (all-to-allv views differ per rank; the rest are usually equal).
+Status checkAlgorithm(Coll coll, int nranks, std::span<const CollDesc> perRank,
+                      const ScheduleBuilder& build, const CheckOptions& opts = {});
+
+// The same description on every rank.
+Status checkAlgorithm(Coll coll, int nranks, const CollDesc& desc, const ScheduleBuilder& build,
+                      const CheckOptions& opts = {});
+
+// Checks schedules exactly as given (deps included; nothing is finalized here), so tests can
+// prove that a damaged schedule is caught.
+Status checkSchedules(Coll coll, int nranks, std::span<const CollDesc> perRank,
+                      std::span<const Schedule> schedules, const CheckOptions& opts = {});
+
+}  // namespace chorus::sched

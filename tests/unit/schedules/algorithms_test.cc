@@ -1,0 +1,274 @@
+// Every registered algorithm, through the symbolic checker, for every rank count 1..33.
+//
+// Each (algorithm, band of rank counts) is its own test so ctest -j spreads the sweep over cores.
+// For every rank count: counts {0, 1, 7, n-1, n+1, 1000}, element sizes {1, 2, 4, 8}, in place
+// and out of place, chunks of 3 elements (many chunks; chunkBytes deliberately not a multiple of
+// the element size) and of 1 MiB (one chunk), and roots 0, n-1 and n/2 for rooted collectives.
+// Where count is per block (reduce-scatter, all-gather, gather, scatter, all-to-all) the large
+// case is max(n+2, 1000/n) so a rank holds about 1000 elements, not n*1000. Above 8 ranks the
+// large case runs with one element size per rank count (rotating through all four) to keep the
+// binary fast; the schedule does not depend on the element size beyond scaling, which the
+// small counts cover at every size.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <ostream>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "algorithms/common/checker.h"
+#include "algorithms/registry.h"
+
+namespace chorus::algo {
+namespace {
+
+using sched::CollDesc;
+using sched::Coll;
+
+bool rooted(Coll c) {
+  return c == Coll::kBroadcast || c == Coll::kReduce || c == Coll::kGather || c == Coll::kScatter;
+}
+
+constexpr size_t kElemSizes[] = {1, 2, 4, 8};
+
+uint64_t smallChunk(size_t es) { return 3 * es + es / 2; }  // rounds down to 3 elements
+constexpr uint64_t kLargeChunk = 1 << 20;
+
+// Random all-to-allv views: per-pair counts in [0, maxCount] with many zeros, blocks laid out in
+// a random order with random gaps. In place the count matrix is symmetric and the send layout
+// is the receive layout (MPI_IN_PLACE semantics).
+std::vector<CollDesc> allToAllvViews(int n, uint64_t maxCount, size_t es, bool inPlace,
+                                     uint64_t chunkBytes, std::mt19937_64& rng) {
+  std::vector<std::vector<uint64_t>> m(n, std::vector<uint64_t>(n, 0));  // m[p][q]: p sends q
+  for (int p = 0; p < n; ++p)
+    for (int q = 0; q < n; ++q) {
+      if (inPlace && q < p) {
+        m[p][q] = m[q][p];
+        continue;
+      }
+      m[p][q] = (rng() % 4 == 0 || maxCount == 0) ? 0 : rng() % (maxCount + 1);
+    }
+  auto layout = [&](const std::vector<uint64_t>& counts, std::vector<uint64_t>& displs) {
+    std::vector<int> order(static_cast<size_t>(n));
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    displs.assign(static_cast<size_t>(n), 0);
+    uint64_t at = 0;
+    for (int p : order) {
+      at += rng() % 3;  // a gap the collective must leave alone
+      displs[static_cast<size_t>(p)] = at;
+      at += counts[static_cast<size_t>(p)];
+    }
+  };
+  std::vector<CollDesc> d(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    CollDesc& x = d[r];
+    x.coll = Coll::kAllToAllv;
+    x.elemSize = es;
+    x.inPlace = inPlace;
+    x.chunkBytes = chunkBytes;
+    for (int p = 0; p < n; ++p) {
+      x.sendCounts.push_back(m[r][p]);
+      x.recvCounts.push_back(m[p][r]);
+    }
+    layout(x.recvCounts, x.recvDispls);
+    if (inPlace) {
+      x.sendDispls = x.recvDispls;
+    } else {
+      layout(x.sendCounts, x.sendDispls);
+    }
+  }
+  return d;
+}
+
+void checkOne(const AlgoInfo& a, int n, const std::vector<CollDesc>& d, uint64_t seed) {
+  sched::CheckOptions opts;
+  opts.seed = seed;
+  Status st = sched::checkAlgorithm(a.coll, n, d, a.build, opts);
+  const CollDesc& x = d[0];
+  ASSERT_TRUE(st.ok()) << collName(a.coll) << ":" << a.name << " n=" << n << " count=" << x.count
+                       << " elemSize=" << x.elemSize << " inPlace=" << x.inPlace
+                       << " chunkBytes=" << x.chunkBytes << " root=" << x.root << "\n"
+                       << st.toString();
+  for (int r = 0; r < n; ++r) {
+    const sched::Schedule s = a.build(d[r], r, n);
+    ASSERT_EQ(s.algo, a.name);
+    if (n > 1) {
+      ASSERT_FALSE(s.peers.empty()) << "rank " << r << " records no peer";
+    }
+  }
+}
+
+void sweep(const AlgoInfo& a, int n) {
+  std::mt19937_64 rng(static_cast<uint64_t>(n) * 7919 + static_cast<uint64_t>(a.coll));
+  if (a.coll == Coll::kBarrier) {
+    checkOne(a, n, std::vector<CollDesc>(static_cast<size_t>(n), CollDesc{Coll::kBarrier}), n);
+    return;
+  }
+  if (a.coll == Coll::kAllToAllv) {
+    for (uint64_t maxCount : {0, 1, 3, 12})
+      for (size_t es : kElemSizes)
+        for (bool inPlace : {false, true})
+          for (uint64_t chunk : {smallChunk(es), kLargeChunk}) {
+            if (n > 8 && maxCount == 12 && es != kElemSizes[n % 4]) continue;
+            checkOne(a, n, allToAllvViews(n, maxCount, es, inPlace, chunk, rng), rng());
+          }
+    return;
+  }
+  std::set<uint64_t> counts = {0, 1, 7, static_cast<uint64_t>(n - 1),
+                               static_cast<uint64_t>(n + 1), 1000};
+  std::set<int> roots = {0};
+  if (rooted(a.coll)) roots = {0, n - 1, n / 2};
+  // Where count is per block, a rank holds n*count elements (and a reduce-scatter's partials
+  // hold up to n contributions each): keep the largest case near 1000 elements per rank.
+  const bool perBlock = a.coll == Coll::kAllToAll || a.coll == Coll::kReduceScatter ||
+                        a.coll == Coll::kAllGather || a.coll == Coll::kGather ||
+                        a.coll == Coll::kScatter;
+  const uint64_t big = perBlock ? std::max<uint64_t>(n + 2, 1000 / n) : 1000;
+  counts.erase(1000);
+  counts.insert(big);
+  for (uint64_t count : counts)
+    for (size_t es : kElemSizes)
+      for (bool inPlace : {false, true})
+        for (uint64_t chunk : {smallChunk(es), kLargeChunk})
+          for (int root : roots) {
+            if (n > 8 && count == big && es != kElemSizes[n % 4]) continue;
+            CollDesc d;
+            d.coll = a.coll;
+            d.count = count;
+            d.elemSize = es;
+            d.inPlace = inPlace;
+            d.chunkBytes = chunk;
+            d.root = root;
+            checkOne(a, n, std::vector<CollDesc>(static_cast<size_t>(n), d), rng());
+            if (testing::Test::HasFatalFailure()) return;
+          }
+}
+
+struct Band {
+  const char* algo;  // qualified name
+  int lo, hi;        // rank counts, inclusive
+};
+
+void PrintTo(const Band& b, std::ostream* os) {
+  *os << b.algo << " n=" << b.lo << ".." << b.hi;
+}
+
+class AlgorithmSweep : public testing::TestWithParam<Band> {};
+
+TEST_P(AlgorithmSweep, SymbolicChecker) {
+  const Band b = GetParam();
+  const std::string_view q = b.algo;
+  const size_t colon = q.find(':');
+  const AlgoInfo* a = nullptr;
+  for (const AlgoInfo& x : allAlgorithms())
+    if (q.substr(0, colon) == collName(x.coll) && q.substr(colon + 1) == x.name) a = &x;
+  ASSERT_NE(a, nullptr) << b.algo;
+  for (int n = b.lo; n <= b.hi; ++n) {
+    sweep(*a, n);
+    if (HasFatalFailure()) return;
+  }
+}
+
+std::vector<Band> bands() {
+  std::vector<Band> out;
+  for (const char* name : {"allreduce:ring", "reducescatter:ring", "allgather:ring",
+                           "broadcast:chain", "reduce:chain", "alltoall:pairwise",
+                           "alltoallv:pairwise", "gather:linear", "scatter:linear",
+                           "barrier:dissemination"}) {
+    for (Band b : {Band{name, 1, 12}, Band{name, 13, 20}, Band{name, 21, 27},
+                   Band{name, 28, 33}})
+      out.push_back(b);
+  }
+  return out;
+}
+
+std::string bandName(const testing::TestParamInfo<Band>& info) {
+  std::string s = info.param.algo;
+  std::replace(s.begin(), s.end(), ':', '_');
+  return s + "_n" + std::to_string(info.param.lo) + "to" + std::to_string(info.param.hi);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllAlgorithms, AlgorithmSweep, testing::ValuesIn(bands()), bandName);
+
+TEST(Registry, EveryCollectiveHasItsAlgorithm) {
+  const struct {
+    Coll coll;
+    const char* name;
+  } want[] = {{Coll::kAllReduce, "ring"},       {Coll::kReduceScatter, "ring"},
+              {Coll::kAllGather, "ring"},       {Coll::kBroadcast, "chain"},
+              {Coll::kReduce, "chain"},         {Coll::kAllToAll, "pairwise"},
+              {Coll::kAllToAllv, "pairwise"},   {Coll::kGather, "linear"},
+              {Coll::kScatter, "linear"},       {Coll::kBarrier, "dissemination"}};
+  EXPECT_EQ(allAlgorithms().size(), std::size(want));
+  for (const auto& w : want) {
+    const AlgoInfo* a = findAlgorithm(w.coll, w.name);
+    ASSERT_NE(a, nullptr) << w.name;
+    EXPECT_EQ(a->coll, w.coll);
+    EXPECT_NE(std::string(a->description), "");
+    EXPECT_EQ(findAlgorithm(w.coll, std::string(collName(w.coll)) + ":" + w.name), a);
+    EXPECT_EQ(defaultAlgorithm(w.coll, CollDesc{w.coll}, 8), a);
+  }
+  EXPECT_EQ(findAlgorithm(Coll::kAllReduce, "chain"), nullptr);
+  EXPECT_EQ(findAlgorithm(Coll::kAllReduce, "broadcast:ring"), nullptr);
+  EXPECT_EQ(findAlgorithm(Coll::kAllReduce, "allreduce:"), nullptr);
+  EXPECT_EQ(defaultAlgorithm(Coll::kSendRecv, CollDesc{Coll::kSendRecv}, 2), nullptr);
+}
+
+TEST(Registry, CountZeroStillNamesPeers) {
+  for (const AlgoInfo& a : allAlgorithms()) {
+    CollDesc d{a.coll};
+    d.count = 0;
+    d.root = 2;
+    if (a.coll == Coll::kAllToAllv) {
+      d.sendCounts = d.sendDispls = d.recvCounts = d.recvDispls = std::vector<uint64_t>(5, 0);
+    }
+    for (int r = 0; r < 5; ++r) {
+      const sched::Schedule s = makeSchedule(a, d, r, 5);
+      EXPECT_TRUE(s.steps.empty() || a.coll == Coll::kBarrier) << a.name;
+      EXPECT_FALSE(s.peers.empty()) << collName(a.coll) << " rank " << r;
+    }
+    d.root = 0;
+    const sched::Schedule one = makeSchedule(a, d, 0, 1);
+    EXPECT_TRUE(one.peers.empty()) << collName(a.coll);
+  }
+}
+
+// Ring step counts and traffic: the schedule moves exactly 2(n-1)/n of the message per rank.
+TEST(RingAllReduce, TrafficIsBandwidthOptimal) {
+  const AlgoInfo* a = findAlgorithm(Coll::kAllReduce, "ring");
+  CollDesc d{Coll::kAllReduce};
+  d.count = 1000;
+  d.elemSize = 4;
+  d.chunkBytes = 64;
+  for (int n : {2, 3, 7, 8}) {
+    const sched::Schedule s = makeSchedule(*a, d, 1, n);
+    EXPECT_EQ(s.peers.front(), 2 % n);  // next first, then prev
+    uint64_t sent = 0;
+    for (int p = 0; p < n; ++p) sent += s.bytesTo(p);
+    // Slices differ by at most one element: sent is within n-1 elements of 2(n-1)/n * N per
+    // phase pair.
+    const double ideal = 2.0 * (n - 1) / n * 4000;
+    EXPECT_NEAR(static_cast<double>(sent), ideal, 2.0 * 4 * n) << "n=" << n;
+    EXPECT_EQ(s.scratchBytes, 0u);
+  }
+}
+
+TEST(ScratchBound, PartialsUseAFewChunksNotTheMessage) {
+  CollDesc d{Coll::kReduce};
+  d.count = 1 << 20;
+  d.elemSize = 4;
+  d.chunkBytes = 4096;
+  const sched::Schedule mid = makeSchedule(*findAlgorithm(Coll::kReduce, "chain"), d, 3, 8);
+  EXPECT_EQ(mid.scratchBytes, 4u * 4096);
+  d.coll = Coll::kReduceScatter;
+  const sched::Schedule rs =
+      makeSchedule(*findAlgorithm(Coll::kReduceScatter, "ring"), d, 3, 8);
+  EXPECT_EQ(rs.scratchBytes, 4u * 4096);
+}
+
+}  // namespace
+}  // namespace chorus::algo

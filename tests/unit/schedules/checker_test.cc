@@ -1,0 +1,393 @@
+// The symbolic checker catches broken schedules, and says where.
+#include "algorithms/common/checker.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "algorithms/common/chunking.h"
+#include "algorithms/registry.h"
+
+namespace chorus::sched {
+namespace {
+
+// The failure message contains `part` (shown in full when it does not).
+testing::AssertionResult mentions(const Status& st, const std::string& part) {
+  if (st.message().find(part) != std::string::npos) return testing::AssertionSuccess();
+  return testing::AssertionFailure() << "message lacks \"" << part << "\":\n  " << st.toString();
+}
+
+CollDesc desc(Coll coll, uint64_t count, size_t elemSize = 4, bool inPlace = false,
+              uint64_t chunkBytes = 1 << 20, int root = 0) {
+  CollDesc d;
+  d.coll = coll;
+  d.count = count;
+  d.elemSize = elemSize;
+  d.inPlace = inPlace;
+  d.chunkBytes = chunkBytes;
+  d.root = root;
+  return d;
+}
+
+std::vector<Schedule> build(Coll coll, const char* name, const CollDesc& d, int n) {
+  const algo::AlgoInfo* a = algo::findAlgorithm(coll, name);
+  EXPECT_NE(a, nullptr);
+  std::vector<Schedule> s;
+  for (int r = 0; r < n; ++r) s.push_back(algo::makeSchedule(*a, d, r, n));
+  return s;
+}
+
+Status check(Coll coll, int n, const CollDesc& d, const std::vector<Schedule>& s,
+             CheckOptions opts = {}) {
+  std::vector<CollDesc> descs(static_cast<size_t>(n), d);
+  return checkSchedules(coll, n, descs, s, opts);
+}
+
+void refinalize(std::vector<Schedule>& s) {
+  for (Schedule& x : s) x.finalize();
+}
+
+TEST(Checker, AcceptsTheRingAllReduce) {
+  const CollDesc d = desc(Coll::kAllReduce, 40, 4, false, 12);
+  auto s = build(Coll::kAllReduce, "ring", d, 4);
+  Status st = check(Coll::kAllReduce, 4, d, s);
+  EXPECT_TRUE(st.ok()) << st.toString();
+}
+
+TEST(Checker, MissingStep) {
+  const CollDesc d = desc(Coll::kAllReduce, 40, 4);
+  auto s = build(Coll::kAllReduce, "ring", d, 4);
+  s[2].steps.pop_back();  // rank 2's last all-gather receive
+  Status st = check(Coll::kAllReduce, 4, d, s);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(mentions(st, "rank 1 step"));
+  EXPECT_TRUE(mentions(st, "never receives"));
+}
+
+TEST(Checker, MissingStepLeavesOutputUnwritten) {
+  const CollDesc d = desc(Coll::kGather, 5, 4, false, 1 << 20, 1);
+  auto s = build(Coll::kGather, "linear", d, 3);
+  ASSERT_EQ(s[1].steps.front().kind, StepKind::kCopy);  // the root's own block
+  s[1].steps.erase(s[1].steps.begin());
+  refinalize(s);
+  Status st = check(Coll::kGather, 3, d, s);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(mentions(st, "rank 1 output element 5 (byte 20) was never written"));
+}
+
+TEST(Checker, WrongPeer) {
+  const CollDesc d = desc(Coll::kAllReduce, 30, 4);
+  auto s = build(Coll::kAllReduce, "ring", d, 3);
+  ASSERT_EQ(s[0].steps[0].kind, StepKind::kSend);
+  s[0].steps[0].peer = 2;  // should go to 1; 2 is also a peer of rank 0 in a ring of 3
+  Status st = check(Coll::kAllReduce, 3, d, s);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(mentions(st, "deadlock"));
+  EXPECT_TRUE(mentions(st, "waits for a message rank 0 never sends"));
+}
+
+TEST(Checker, PeerOutsideThePeerList) {
+  const CollDesc d = desc(Coll::kAllReduce, 40, 4);
+  auto s = build(Coll::kAllReduce, "ring", d, 4);
+  s[0].steps[0].peer = 2;  // not a ring neighbour of 0
+  Status st = check(Coll::kAllReduce, 4, d, s);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(mentions(st, "rank 0 step 0"));
+  EXPECT_TRUE(mentions(st, "peer missing from Schedule::peers"));
+}
+
+TEST(Checker, DoubleReduce) {
+  const CollDesc d = desc(Coll::kAllReduce, 9, 4);
+  auto s = build(Coll::kAllReduce, "ring", d, 3);
+  // Fold the input in once more at the end.
+  s[1].reduce(Range{kInput, 0, 36}, Range{kOutput, 0, 36}, Range{kOutput, 0, 36});
+  refinalize(s);
+  Status st = check(Coll::kAllReduce, 3, d, s);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(mentions(st, "counts contribution r1[0] twice"));
+  EXPECT_TRUE(mentions(st, "rank 1 step"));
+}
+
+// A plausible bug: a ring reduce-scatter that keeps partials in the output instead of scratch.
+// In place the output is input block r, which the last step still reads — by then it holds
+// another block's partial. Out of place the values are right, but one partial buffer means each
+// receive waits for this round's send, a cycle around the ring when sends are rendezvous.
+Schedule partialsInOutput(const CollDesc& d, int rank, int n) {
+  Schedule s;
+  s.algo = "ring";
+  const uint64_t es = d.elemSize, c = d.count;
+  if (d.inPlace) s.outputInInput = static_cast<int64_t>(static_cast<uint64_t>(rank) * c * es);
+  const int next = algo::modRank(rank + 1, n), prev = algo::modRank(rank - 1, n);
+  auto block = [&](int64_t k) {
+    return Range{kInput, static_cast<uint64_t>(algo::modRank(k, n)) * c * es, c * es};
+  };
+  const Range out{kOutput, 0, c * es};
+  for (int st = 0; st < n - 1; ++st) {
+    s.send(next, st == 0 ? block(rank - 1) : out);
+    s.recvReduce(prev, block(rank - st - 2), out);
+  }
+  return s;
+}
+
+TEST(Checker, ReadingOverwrittenInput) {
+  CollDesc d = desc(Coll::kReduceScatter, 6, 4);
+  CheckOptions programOrderOnly;
+  programOrderOnly.concurrent = false;
+  Status ok = checkAlgorithm(Coll::kReduceScatter, 4, d, partialsInOutput, programOrderOnly);
+  EXPECT_TRUE(ok.ok()) << ok.toString();
+  d.inPlace = true;
+  Status st = checkAlgorithm(Coll::kReduceScatter, 4, d, partialsInOutput, programOrderOnly);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(mentions(st, "rank 0 output element 0 (byte 0) holds"));
+  EXPECT_TRUE(mentions(st, "missing r0[0]"));
+}
+
+TEST(Checker, SingleBufferRingDeadlocksWithRendezvousSends) {
+  const CollDesc d = desc(Coll::kReduceScatter, 6, 4);
+  Status st = checkAlgorithm(Coll::kReduceScatter, 4, d, partialsInOutput);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(mentions(st, "concurrent execution (seed 1): deadlock with rendezvous sends"));
+}
+
+TEST(Checker, MissingDependencyIsProvenUnordered) {
+  const CollDesc d = desc(Coll::kAllReduce, 40, 4, false, 8);
+  auto s = build(Coll::kAllReduce, "ring", d, 4);
+  // The reduce-scatter's second send forwards what the first recvReduce produced.
+  Schedule& r1 = s[1];
+  uint32_t fwd = 0;
+  for (uint32_t i = 1; i < r1.steps.size(); ++i)
+    if (r1.steps[i].kind == StepKind::kSend && r1.steps[i].a.buf == kOutput) {
+      fwd = i;
+      break;
+    }
+  ASSERT_GT(fwd, 0u);
+  auto& deps = r1.steps[fwd].deps;
+  ASSERT_EQ(deps.size(), 2u);  // the partial it forwards, and the previous send to that peer
+  deps.erase(deps.begin() + 1);  // keep FIFO, drop the data dependency
+  Status st = check(Coll::kAllReduce, 4, d, s);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(mentions(st, "rank 1 step " + std::to_string(fwd)));
+  EXPECT_TRUE(mentions(st, "does not depend on it"));
+}
+
+TEST(Checker, MissingDependenciesBreakTheConcurrentExecution) {
+  const CollDesc d = desc(Coll::kAllReduce, 40, 4, false, 8);
+  auto s = build(Coll::kAllReduce, "ring", d, 4);
+  for (Schedule& x : s)
+    for (Step& st : x.steps) st.deps.clear();
+  CheckOptions opts;
+  opts.proveOrder = false;  // let the random execution find it on its own
+  Status st = check(Coll::kAllReduce, 4, d, s, opts);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(mentions(st, "concurrent execution (seed 1)"));
+  // Program order alone is still right: that is exactly what deps must preserve.
+  opts.concurrent = false;
+  Status po = check(Coll::kAllReduce, 4, d, s, opts);
+  EXPECT_TRUE(po.ok()) << po.toString();
+}
+
+TEST(Checker, MissingFifoDependency) {
+  const CollDesc d = desc(Coll::kBroadcast, 10, 4, false, 8);
+  auto s = build(Coll::kBroadcast, "chain", d, 2);
+  // The root sends chunks 0, 1, 2 from disjoint input bytes: only FIFO orders them.
+  Schedule& root = s[0];
+  ASSERT_EQ(root.steps[2].kind, StepKind::kSend);
+  ASSERT_EQ(root.steps[2].deps, std::vector<uint32_t>{1});
+  root.steps[2].deps.clear();
+  Status st = check(Coll::kBroadcast, 2, d, s);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(mentions(st, "rank 0 step 2 (send to 1"));
+  EXPECT_TRUE(mentions(st, "sends to the same peer after rank 0 step 1"));
+}
+
+// A dissemination barrier whose rounds all send the same never-written byte: every round's send
+// is ready at once, so a rank can finish before hearing from everyone.
+Schedule barrierWithoutDataDependency(const CollDesc&, int rank, int n) {
+  Schedule s;
+  s.algo = "dissemination";
+  uint64_t round = 0;
+  for (int dist = 1; dist < n; dist *= 2, ++round) {
+    s.send(algo::modRank(rank + dist, n), Range{kScratch, 0, 1});
+    s.recv(algo::modRank(rank - dist, n), Range{kScratch, round + 1, 1});
+  }
+  s.scratchBytes = round + 1;
+  return s;
+}
+
+TEST(Checker, BarrierNeedsCausality) {
+  const CollDesc d = desc(Coll::kBarrier, 0, 1);
+  const algo::AlgoInfo* a = algo::findAlgorithm(Coll::kBarrier, "dissemination");
+  ASSERT_NE(a, nullptr);
+  for (int n : {2, 4, 5, 8}) {
+    Status good = checkAlgorithm(Coll::kBarrier, n, d, a->build);
+    EXPECT_TRUE(good.ok()) << good.toString();
+  }
+  Status two = checkAlgorithm(Coll::kBarrier, 2, d, barrierWithoutDataDependency);
+  EXPECT_TRUE(two.ok()) << "one round needs no ordering: " << two.toString();
+  Status st = checkAlgorithm(Coll::kBarrier, 5, d, barrierWithoutDataDependency);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(mentions(st, "concurrent execution"));
+  EXPECT_TRUE(mentions(st, "before hearing (even indirectly) from rank"));
+}
+
+// The shorter barrier: every round sends and then receives into one byte. Each receive now
+// waits (write after read) for its own round's send; with sends that complete only when matched
+// that is a cycle around the ranks — fine in program order with buffered sends, a deadlock here.
+Schedule barrierThroughOneByte(const CollDesc&, int rank, int n) {
+  Schedule s;
+  s.algo = "dissemination";
+  for (int dist = 1; dist < n; dist *= 2) {
+    s.send(algo::modRank(rank + dist, n), Range{kScratch, 0, 1});
+    s.recv(algo::modRank(rank - dist, n), Range{kScratch, 0, 1});
+  }
+  s.scratchBytes = 1;
+  return s;
+}
+
+TEST(Checker, RendezvousDeadlock) {
+  const CollDesc d = desc(Coll::kBarrier, 0, 1);
+  CheckOptions programOrderOnly;
+  programOrderOnly.concurrent = false;
+  Status po = checkAlgorithm(Coll::kBarrier, 4, d, barrierThroughOneByte, programOrderOnly);
+  EXPECT_TRUE(po.ok()) << po.toString();
+  Status st = checkAlgorithm(Coll::kBarrier, 4, d, barrierThroughOneByte);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(mentions(st, "deadlock with rendezvous sends: rank 0 step 0 (send to 1"));
+}
+
+TEST(Checker, OutOfBoundsAndUnaligned) {
+  const CollDesc d = desc(Coll::kAllReduce, 8, 4);
+  auto s = build(Coll::kAllReduce, "ring", d, 2);
+  s[1].steps[0].a.offset = 28;  // 8 bytes from offset 28 of a 32-byte input
+  s[1].steps[0].a.bytes = 8;
+  Status st = check(Coll::kAllReduce, 2, d, s);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(mentions(st, "rank 1 step 0"));
+  EXPECT_TRUE(mentions(st, "out of bounds of input (32 bytes on this rank)"));
+
+  s = build(Coll::kAllReduce, "ring", d, 2);
+  s[0].steps[0].a.offset = 2;
+  st = check(Coll::kAllReduce, 2, d, s);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(mentions(st, "not aligned to the 4-byte element"));
+}
+
+TEST(Checker, RootOnlyBuffersAreAbsentElsewhere) {
+  const CollDesc d = desc(Coll::kBroadcast, 8, 4);
+  auto s = build(Coll::kBroadcast, "chain", d, 3);
+  // Rank 1 forwards from its (nonexistent) input instead of its output.
+  for (Step& st : s[1].steps)
+    if (st.kind == StepKind::kSend) st.a.buf = kInput;
+  Status st = check(Coll::kBroadcast, 3, d, s);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(mentions(st, "out of bounds of input (0 bytes on this rank)"));
+}
+
+TEST(Checker, SizeMismatch) {
+  const CollDesc d = desc(Coll::kBroadcast, 8, 4);
+  auto s = build(Coll::kBroadcast, "chain", d, 2);
+  s[1].steps[0].dst.bytes = 16;
+  Status st = check(Coll::kBroadcast, 2, d, s);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(mentions(st, "16 bytes expected, 32 sent"));
+}
+
+TEST(Checker, Deadlock) {
+  // Both ranks receive before sending.
+  auto recvFirst = [](const CollDesc& d, int rank, int) {
+    Schedule s;
+    const Range all{kInput, 0, d.count * d.elemSize};
+    s.recvReduce(1 - rank, all, Range{kOutput, 0, all.bytes});
+    s.send(1 - rank, all);
+    return s;
+  };
+  Status st = checkAlgorithm(Coll::kAllReduce, 2, desc(Coll::kAllReduce, 4), recvFirst);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(mentions(st, "deadlock: rank 0 step 0 (recvReduce from 1"));
+}
+
+TEST(Checker, WritesOutOfPlaceInput) {
+  auto scribble = [](const CollDesc& d, int rank, int n) {
+    Schedule s = algo::findAlgorithm(Coll::kAllGather, "ring")->build(d, rank, n);
+    s.copy(Range{kOutput, 0, 4}, Range{kInput, 0, 4});
+    return s;
+  };
+  Status st = checkAlgorithm(Coll::kAllGather, 2, desc(Coll::kAllGather, 4), scribble);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(mentions(st, "writes the input of an out-of-place call"));
+}
+
+TEST(Checker, WrongAliasing) {
+  auto noAlias = [](const CollDesc& d, int rank, int n) {
+    Schedule s = algo::findAlgorithm(Coll::kAllGather, "ring")->build(d, rank, n);
+    s.inputInOutput = -1;
+    return s;
+  };
+  Status st = checkAlgorithm(Coll::kAllGather, 2, desc(Coll::kAllGather, 4, 4, true), noAlias);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(mentions(st, "rank 0: schedule declares inputInOutput=-1"));
+}
+
+TEST(Checker, AsymmetricPeerLists) {
+  auto extraPeer = [](const CollDesc& d, int rank, int n) {
+    Schedule s = algo::findAlgorithm(Coll::kAllReduce, "ring")->build(d, rank, n);
+    if (rank == 0) s.addPeer(2);
+    return s;
+  };
+  Status st = checkAlgorithm(Coll::kAllReduce, 4, desc(Coll::kAllReduce, 0), extraPeer);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(mentions(st, "rank 0: lists peer 2 but rank 2 does not list it back"));
+}
+
+TEST(Checker, WrongResultNamesTheElement) {
+  // An allgather that forgets to forward: ring step 0 only.
+  auto oneStep = [](const CollDesc& d, int rank, int n) {
+    Schedule s;
+    s.addPeer((rank + 1) % n);
+    s.addPeer((rank + n - 1) % n);
+    const uint64_t b = d.count * d.elemSize;
+    s.copy(Range{kInput, 0, b}, Range{kOutput, rank * b, b});
+    s.send((rank + 1) % n, Range{kInput, 0, b});
+    s.recv((rank + n - 1) % n, Range{kOutput, ((rank + n - 1) % n) * b, b});
+    return s;
+  };
+  Status st = checkAlgorithm(Coll::kAllGather, 3, desc(Coll::kAllGather, 2), oneStep);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(mentions(st, "rank 0 output element 2 (byte 8) was never written; "
+                                      "expected {r1[0]}"));
+}
+
+TEST(Checker, AllToAllvGapsMustStayUntouched) {
+  const int n = 2;
+  std::vector<CollDesc> d(n, desc(Coll::kAllToAllv, 0));
+  for (int r = 0; r < n; ++r) {
+    d[r].sendCounts = {1, 1};
+    d[r].sendDispls = {0, 1};
+    d[r].recvCounts = {1, 1};
+    d[r].recvDispls = {0, 2};  // element 1 is a gap
+  }
+  auto spill = [](const CollDesc& x, int rank, int nr) {
+    Schedule s = algo::findAlgorithm(Coll::kAllToAllv, "pairwise")->build(x, rank, nr);
+    s.copy(Range{kInput, 0, 4}, Range{kOutput, 4, 4});
+    return s;
+  };
+  Status st = checkAlgorithm(Coll::kAllToAllv, n, d, spill);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(mentions(st, "output element 1 (byte 4) lies outside every block"));
+  const algo::AlgoInfo* a = algo::findAlgorithm(Coll::kAllToAllv, "pairwise");
+  Status ok = checkAlgorithm(Coll::kAllToAllv, n, d, a->build);
+  EXPECT_TRUE(ok.ok()) << ok.toString();
+}
+
+TEST(Checker, RejectsInconsistentArguments) {
+  std::vector<CollDesc> d(2, desc(Coll::kAllReduce, 4));
+  d[1].count = 5;
+  const algo::AlgoInfo* a = algo::findAlgorithm(Coll::kAllReduce, "ring");
+  Status st = checkAlgorithm(Coll::kAllReduce, 2, d, a->build);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace chorus::sched
