@@ -52,16 +52,6 @@ std::set<chorusComm_t>& live() {
   return s;
 }
 
-// Stores started by chorusGetUniqueId: they serve for the life of the process.
-std::mutex& storesMu() {
-  static std::mutex mu;
-  return mu;
-}
-std::vector<std::shared_ptr<chorus::bootstrap::StoreServer>>& stores() {
-  static auto* v = new std::vector<std::shared_ptr<chorus::bootstrap::StoreServer>>();
-  return *v;
-}
-
 chorusResult_t toResult(const Status& s) { return static_cast<chorusResult_t>(s.code()); }
 
 chorusResult_t report(chorusComm_t comm, const Status& s) {
@@ -245,8 +235,6 @@ chorusResult_t allToAllImpl(const void* s, void* r, size_t count, chorusDataType
   CHORUS_CHECK(comm, checkBuf(s, count, "sendbuff"));
   CHORUS_CHECK(comm, checkBuf(r, count, "recvbuff"));
   CHORUS_CHECK(comm, checkSize(count, t, static_cast<uint64_t>(comm->impl->size())));
-  if (s && s == r && count > 0)
-    CHORUS_CHECK(comm, chorus::invalidArgument("AllToAll cannot run in place (sendbuff == recvbuff)"));
   CollArgs a;
   a.coll = sched::Coll::kAllToAll;
   a.send = s, a.recv = r, a.count = count, a.dtype = static_cast<DataType>(t);
@@ -276,6 +264,9 @@ chorusResult_t allToAllvImpl(const void* s, const size_t sc[], const size_t sd[]
   }
   CHORUS_CHECK(comm, checkBuf(s, totalSend, "sendbuff"));
   CHORUS_CHECK(comm, checkBuf(r, totalRecv, "recvbuff"));
+  if (s && s == r && (totalSend > 0 || totalRecv > 0))
+    CHORUS_CHECK(comm, chorus::invalidArgument(
+                           "AllToAllv cannot run in place (sendbuff == recvbuff); use separate buffers"));
   a.send = s, a.recv = r, a.dtype = static_cast<DataType>(t);
   return doCollective(comm, std::move(a), req);
 }
@@ -392,24 +383,10 @@ chorusResult_t chorusGetEnvInfo(int index, const char** name, const char** defau
 
 chorusResult_t chorusGetUniqueId(chorusUniqueId* uniqueId) {
   if (!uniqueId) return report(nullptr, chorus::invalidArgument("uniqueId is NULL"));
-  auto ifs = chorus::net::listInterfaces();
-  if (!ifs.ok()) return report(nullptr, ifs.status());
-  if (ifs.value().empty())
-    return report(nullptr, chorus::invalidArgument(
-                               "no usable network interface for the rendezvous store "
-                               "(CHORUS_SOCKET_IFNAME='" +
-                               chorus::config::getString("CHORUS_SOCKET_IFNAME") + "')"));
-  chorus::bootstrap::JobId job;
-  job.root = ifs.value().front().addr;
-  job.secret = chorus::bootstrap::randomSecret();
-  auto server = chorus::bootstrap::StoreServer::start(job.root, job.secret);
-  if (!server.ok()) return report(nullptr, server.status());
-  job.root = server.value()->address();
-  {
-    std::lock_guard<std::mutex> lock(storesMu());
-    stores().push_back(server.value());
-  }
-  chorus::bootstrap::encodeUniqueId(job, uniqueId);
+  // The store serves from this process for as long as it lives (registered in store.h).
+  auto job = chorus::bootstrap::startJobStore();
+  if (!job.ok()) return report(nullptr, job.status().withContext("chorusGetUniqueId"));
+  chorus::bootstrap::encodeUniqueId(job.value(), uniqueId);
   return chorusSuccess;
 }
 

@@ -22,6 +22,11 @@
 namespace chorus {
 namespace {
 
+using algo::AlgoInfo;
+using algo::allAlgorithms;
+using algo::defaultAlgorithm;
+using algo::findAlgorithm;
+
 constexpr int kNumBuiltinOps = 5;  // chorusSum..chorusAvg
 constexpr int kOpAvg = 4;
 constexpr Tag kP2PSeq = 0;  // point-to-point schedules carry sequence 0 (see OpIdentity)
@@ -200,6 +205,8 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::create(
   c->connTransport_.assign(static_cast<size_t>(nranks), -1);
   c->peerDead_.assign(static_cast<size_t>(nranks), 0);
 
+  CHORUS_RETURN_IF_ERROR(c->connectEagerly());
+
   int local = 0, hosts = 0;
   std::vector<uint64_t> seen;
   for (const PeerInfo& p : c->peers_) {
@@ -374,6 +381,17 @@ Status Communicator::ensureConnected(const std::vector<int>& peers) {
   return Status();
 }
 
+Status Communicator::connectEagerly() {
+  std::string mode = config::getString("CHORUS_CONNECT");
+  if (mode == "lazy") return Status();
+  if (mode != "eager")
+    return invalidArgument("CHORUS_CONNECT='" + mode + "' is neither 'eager' nor 'lazy'");
+  std::vector<int> all;
+  for (int p = 0; p < nranks_; ++p)
+    if (p != rank_) all.push_back(p);
+  return ensureConnected(all);
+}
+
 // ---- Schedules ---------------------------------------------------------------------------
 
 StatusOr<std::shared_ptr<const sched::Schedule>> Communicator::scheduleFor(
@@ -396,8 +414,7 @@ StatusOr<std::shared_ptr<const sched::Schedule>> Communicator::scheduleFor(
   }
   if (!algo)
     return internalError(std::string("no algorithm for ") + sched::collName(d.coll));
-  auto s = std::make_shared<sched::Schedule>(algo->build(d, rank_, nranks_));
-  s->finalize();
+  auto s = std::make_shared<sched::Schedule>(algo::makeSchedule(*algo, d, rank_, nranks_));
   *algoName = collKey(d.coll) + ":" + shortAlgoName(algo->name);
   CHORUS_LOG(INFO, TUNE) << *algoName << " for " << sched::collName(d.coll) << " count "
                          << d.count << " x " << d.elemSize << " B on " << nranks_ << " ranks ("
@@ -444,7 +461,8 @@ Status Communicator::runNow(const CollArgs& a) {
   switch (a.coll) {
     case sched::Coll::kAllReduce:
     case sched::Coll::kBroadcast:
-    case sched::Coll::kReduce: d.inPlace = send == recv && send; break;
+    case sched::Coll::kReduce:
+    case sched::Coll::kAllToAll: d.inPlace = send == recv && send; break;
     case sched::Coll::kAllGather:
       d.inPlace = recv && send == recv + static_cast<uint64_t>(rank_) * a.count * elem;
       break;
@@ -619,6 +637,7 @@ Status Communicator::split(int color, int key, std::unique_ptr<Communicator>* ou
     child->conns_.resize(members.size());
     child->connTransport_.assign(members.size(), -1);
     child->peerDead_.assign(members.size(), 0);
+    CHORUS_RETURN_IF_ERROR(child->connectEagerly().withContext("split"));
     CHORUS_LOG(INFO, INIT) << "split: rank " << rank_ << " -> rank " << newRank << "/"
                            << members.size() << " (color " << color << ", key " << key << ")";
     *out = std::move(child);

@@ -120,6 +120,7 @@ class Communicator {
   Status runSchedule(const sched::Schedule& s, std::vector<std::byte*> buffers, DataType dtype,
                      ReduceOp op, const OpIdentity& id);
   Status ensureConnected(const std::vector<int>& peers);
+  Status connectEagerly();  // CHORUS_CONNECT=eager (default): the full mesh at creation
   Status checkPeers(const std::vector<int>& peers);
   StatusOr<std::shared_ptr<const sched::Schedule>> scheduleFor(const sched::CollDesc& d,
                                                                  std::string* algoName);

@@ -347,6 +347,12 @@ Status Executor::run(const sched::Schedule& schedule, std::vector<std::byte*> bu
       continue;
     }
 
+    // Nothing posted, nothing ready, headers done, steps left: the schedule itself is broken
+    // (a dependency that can never be met). Say so now rather than at the timeout.
+    if (posted.empty() && headersPending == 0 && readyLocal.empty() && doneCount < n)
+      return internalError(call + ": schedule cannot make progress (" +
+                           std::to_string(n - doneCount) + " steps blocked on dependencies)");
+
     // ---- Nothing moved: spin, then yield, then block -------------------------------------
     auto now = std::chrono::steady_clock::now();
     if (now >= env.deadline) {
@@ -360,7 +366,13 @@ Status Executor::run(const sched::Schedule& schedule, std::vector<std::byte*> bu
     }
     if (now - lastLiveness > std::chrono::milliseconds(100) && env.checkPeers) {
       lastLiveness = now;
-      CHORUS_RETURN_IF_ERROR(env.checkPeers(schedule.peers).withContext(call));
+      // Only peers we still wait on: one that finished its part may legitimately have exited.
+      std::vector<int> waitingOn;
+      for (const PeerState& p : peers)
+        if (!p.headerRecvd || !p.headerSent || p.nextSend < p.sends.size() ||
+            p.nextRecv < p.recvs.size() || p.inflightSend > 0 || p.inflightRecv > 0)
+          waitingOn.push_back(p.peer);
+      CHORUS_RETURN_IF_ERROR(env.checkPeers(waitingOn).withContext(call));
     }
     ++idleRounds;
     auto idleFor = std::chrono::duration_cast<std::chrono::microseconds>(now - lastProgress);

@@ -30,7 +30,7 @@
 
 namespace chorus {
 
-// The header each rank sends each peer before a schedule's data (fixed layout, 96 bytes).
+// The header each rank sends each peer before a schedule's data (fixed layout, 88 bytes).
 struct WireHeader {
   uint32_t magic = 0;
   uint16_t version = 0;
@@ -47,7 +47,7 @@ struct WireHeader {
   uint32_t msgsFromPeer = 0;
   char algo[32] = {};
 };
-static_assert(sizeof(WireHeader) == 96);
+static_assert(sizeof(WireHeader) == 88);
 
 // What the caller says about the operation, for the header and for messages.
 struct OpIdentity {

@@ -1,0 +1,47 @@
+// Forks real ranks through the real bootstrap and transports.
+//
+// runRanks(n, fn) forks n processes. Rank 0 calls chorusGetUniqueId (its process serves the
+// rendezvous store) and hands the id to the others through pipes, as an MPI broadcast would;
+// every rank then calls chorusCommInitRank and runs fn. fn returns "" on success or a
+// description of what was wrong; the child exits 0 or 1 accordingly. A hard deadline kills every
+// rank still running, so a hang fails the test instead of the CI run.
+#pragma once
+
+#include <chorus/chorus.h>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace chorus::test {
+
+struct RankOutcome {
+  int rank = 0;
+  bool exited = false;   // false: killed by a signal (or by the deadline)
+  int exitCode = -1;
+  int signal = 0;
+  std::string failure;   // what fn reported
+  bool timedOut = false;
+};
+
+struct RunOptions {
+  double deadlineSeconds = 120;
+  std::map<std::string, std::string> env;  // set in every rank before init
+  bool initComm = true;                     // false: fn gets comm == nullptr and does its own init
+};
+
+using RankFn = std::function<std::string(chorusComm_t comm, int rank, int nranks)>;
+
+std::vector<RankOutcome> runRanks(int nranks, const RankFn& fn, const RunOptions& options = {});
+
+// "" when every rank exited 0; otherwise one line per failed rank.
+std::string summarize(const std::vector<RankOutcome>& outcomes);
+
+// Seconds on CLOCK_MONOTONIC (comparable across processes on one host).
+double monotonicSeconds();
+
+// A small anonymous MAP_SHARED area created before the fork: ranks share timestamps through it.
+void* sharedScratch(size_t bytes);
+
+}  // namespace chorus::test
