@@ -319,6 +319,10 @@ StatusOr<int> listenOn(const SockAddr& addr, int backlog, SockAddr* bound) {
 }
 
 StatusOr<int> connectTo(const SockAddr& addr, Deadline deadline) {
+  return connectTo(addr, deadline, deadline);
+}
+
+StatusOr<int> connectTo(const SockAddr& addr, Deadline deadline, Deadline refusedDeadline) {
   const std::string where = addr.toString();
   const auto start = Clock::now();
   auto backoff = std::chrono::milliseconds(1);
@@ -349,8 +353,15 @@ StatusOr<int> connectTo(const SockAddr& addr, Deadline deadline) {
     if (!retryableConnectError(err)) return errnoStatus("connect", where, err);
     lastErr = err;
     fd.reset();
-    if (Clock::now() + backoff >= deadline) break;
-    std::this_thread::sleep_for(backoff);
+    const auto now = Clock::now();
+    if (now >= deadline) break;
+    if (err == ECONNREFUSED && now >= refusedDeadline) {
+      double waited = std::chrono::duration<double>(now - start).count();
+      return remoteError("connect(" + where + "): " + std::strerror(err) + " for " +
+                         secondsText(waited) + ": nothing listens there any more");
+    }
+    // The last attempt lands on the deadline, so a listener that is late but in time is found.
+    std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
     backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
   }
   double waited = std::chrono::duration<double>(Clock::now() - start).count();

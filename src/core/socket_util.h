@@ -60,6 +60,10 @@ StatusOr<int> listenOn(const SockAddr& addr, int backlog, SockAddr* bound);  // 
 // Connects with retries until the deadline (the listener may not be up yet: ECONNREFUSED is
 // retried). Returns a blocking fd with TCP_NODELAY set.
 StatusOr<int> connectTo(const SockAddr& addr, Deadline deadline);
+// The same, for a peer whose listener is known to be up already (its address came from it): a
+// refusal still seen at `refusedDeadline` means the peer is gone, and ends the wait early with a
+// kRemoteError instead of retrying until `deadline`.
+StatusOr<int> connectTo(const SockAddr& addr, Deadline deadline, Deadline refusedDeadline);
 // Accepts one connection before the deadline; returns a blocking fd with TCP_NODELAY.
 StatusOr<int> acceptOne(int listenFd, Deadline deadline, SockAddr* peer);
 Status setNonBlocking(int fd, bool on);

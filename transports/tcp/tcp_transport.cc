@@ -1,0 +1,407 @@
+#include "transports/tcp/tcp_transport.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "src/core/config.h"
+#include "src/core/logging.h"
+#include "transports/tcp/tcp_connection.h"
+#include "transports/tcp/wire.h"
+
+namespace chorus {
+namespace tcp {
+namespace {
+
+constexpr int kTcpScore = 10;
+// Every rank of a large job may dial us at the same moment; a SYN dropped on a full backlog
+// costs the dialer a one-second retransmit.
+constexpr int kListenBacklog = 1024;
+// Default autotuning tops out near 4 MiB on the send side; asking for it up front lets the first
+// large message fill the pipe instead of waiting for the window to grow. Best effort: the kernel
+// caps it at net.core.{w,r}mem_max.
+constexpr int kSocketBufferBytes = 4 << 20;
+// The longest a connect() sleeps in poll() before looking at its deadline again.
+constexpr int kPumpSliceMs = 100;
+// A peer's listener is up before its endpoint is published, so a refusal means the peer is gone;
+// the grace only covers a refusal racing a transient condition.
+constexpr double kRefusedGraceSeconds = 1.0;
+
+constexpr uint8_t kBlobVersion = 1;
+
+std::string hex64(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%016" PRIx64, v);
+  return buf;
+}
+
+std::string secondsText(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g s", s);
+  return buf;
+}
+
+void tuneSocket(int fd) {
+  int bytes = kSocketBufferBytes;
+  // Failures only cost throughput, never correctness.
+  if (::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes) != 0 ||
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes) != 0) {
+    CHORUS_LOG(TRACE, NET) << "tcp: could not set " << bytes
+                           << "-byte socket buffers: " << std::strerror(errno);
+  }
+}
+
+const char* ackText(AckResult r) {
+  switch (r) {
+    case AckResult::kAccepted: return "accepted";
+    case AckResult::kWrongCommunicator:
+      return "it belongs to another communicator (a stale or foreign endpoint)";
+    case AckResult::kWrongRank: return "it is not the rank we dialed, or we are not the lower rank";
+    case AckResult::kWrongVersion: return "it speaks another chorus tcp protocol version";
+  }
+  return "unknown verdict";
+}
+
+class TcpTransport final : public Transport {
+ public:
+  TcpTransport(int myRank, uint64_t commId, const net::SockAddr& listenAddr)
+      : myRank_(myRank), commId_(commId), listenAddr_(listenAddr) {
+    auto n = config::getInt("CHORUS_NSOCKS_PERPEER");
+    if (n.ok() && *n > 1) {
+      CHORUS_LOG(INFO, NET) << "tcp: CHORUS_NSOCKS_PERPEER=" << *n
+                            << " ignored: this transport uses one socket per peer";
+    }
+  }
+
+  std::string_view name() const override { return "tcp"; }
+
+  Reach canConnect(const PeerInfo&, const PeerInfo&) const override {
+    return Reach{true, kTcpScore};
+  }
+
+  Status listen(EndpointBlob* out) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!listenFd_) {
+      auto fd = net::listenOn(listenAddr_, kListenBacklog, &bound_);
+      if (!fd.ok())
+        return fd.status().withContext("tcp transport of rank " + std::to_string(myRank_));
+      listenFd_.reset(*fd);
+      // Accepted sockets inherit the buffer sizes of the listener.
+      tuneSocket(listenFd_.get());
+      CHORUS_LOG(INFO, NET) << "tcp: rank " << myRank_ << " listening on " << bound_.toString();
+    }
+    *out = encodeEndpoint(bound_);
+    return Status();
+  }
+
+  StatusOr<std::unique_ptr<Connection>> connect(int peer, const EndpointBlob& peerBlob,
+                                                double timeoutSeconds) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::string me = "tcp: rank " + std::to_string(myRank_);
+    if (!listenFd_) return invalidUsage(me + ": connect() called before listen()");
+    if (peer < 0 || peer == myRank_)
+      return invalidArgument(me + ": cannot connect to rank " + std::to_string(peer));
+    auto addr = decodeEndpoint(peerBlob);
+    if (!addr.ok())
+      return addr.status().withContext(me + ", endpoint of rank " + std::to_string(peer));
+
+    const net::Deadline deadline = net::deadlineIn(timeoutSeconds);
+    const auto start = net::Clock::now();
+    net::Fd fd;
+    std::string peerAddr;
+    const bool dialer = myRank_ < peer;
+    if (dialer) {
+      peerAddr = addr->toString();
+      auto dialed = dial(peer, *addr, deadline, timeoutSeconds);
+      if (!dialed.ok()) return dialed.status();
+      fd = std::move(dialed).value();
+    } else {
+      auto accepted = awaitDialer(peer, deadline, timeoutSeconds, &peerAddr);
+      if (!accepted.ok()) return accepted.status();
+      fd = std::move(accepted).value();
+    }
+    CHORUS_LOG(INFO, NET) << me << " connected to rank " << peer << " at " << peerAddr << " ("
+                          << (dialer ? "dialed" : "accepted") << ", "
+                          << std::chrono::duration<double, std::milli>(net::Clock::now() - start)
+                                 .count()
+                          << " ms)";
+    return std::unique_ptr<Connection>(
+        new TcpConnection(std::move(fd), myRank_, peer, std::move(peerAddr)));
+  }
+
+ private:
+  // An accepted socket whose hello has not fully arrived.
+  struct Pending {
+    net::Fd fd;
+    net::SockAddr from;
+    uint8_t hello[kHelloBytes] = {};
+    size_t filled = 0;
+  };
+  // A hello we accepted and acked, kept until connect() asks for its rank.
+  struct Ready {
+    net::Fd fd;
+    std::string addr;
+  };
+
+  std::string peerText(int peer, const std::string& addr) const {
+    return "rank " + std::to_string(peer) + " (" + addr + ")";
+  }
+
+  StatusOr<net::Fd> dial(int peer, const net::SockAddr& addr, net::Deadline deadline,
+                         double timeoutSeconds) {
+    const std::string what = peerText(peer, addr.toString());
+    const std::string context = "tcp: rank " + std::to_string(myRank_) + " dialing " + what;
+    auto raw = net::connectTo(addr, deadline, net::deadlineIn(kRefusedGraceSeconds));
+    if (!raw.ok()) return raw.status().withContext(context);
+    net::Fd fd(*raw);
+    CHORUS_RETURN_IF_ERROR(net::setNonBlocking(fd.get(), true));
+    tuneSocket(fd.get());
+
+    uint8_t hello[kHelloBytes];
+    wire::encodeHello(Hello{kProtocolVersion, commId_, myRank_, peer}, hello);
+    Status sent = net::sendAll(fd.get(), hello, sizeof hello, deadline, what);
+    if (!sent.ok()) return sent.withContext(context);
+
+    // While we wait for the answer, answer others: the peer may itself be stuck dialing a rank
+    // that is waiting for us.
+    uint8_t ack[kAckBytes];
+    size_t got = 0;
+    while (got < kAckBytes) {
+      bool ready = false;
+      CHORUS_RETURN_IF_ERROR(pump(deadline, fd.get(), &ready));
+      if (ready) {
+        ssize_t r = ::recv(fd.get(), ack + got, kAckBytes - got, MSG_DONTWAIT);
+        if (r == 0)
+          return remoteError(context + ": " + what +
+                             " closed the connection during the handshake");
+        if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+          return errnoStatus("recv", context + ", handshake");
+        if (r > 0) got += static_cast<size_t>(r);
+        continue;
+      }
+      if (net::Clock::now() >= deadline)
+        return timeoutError(context + ": no answer to our hello within " +
+                            secondsText(timeoutSeconds) + " (has rank " + std::to_string(peer) +
+                            " called connect?)");
+    }
+    if (wire::get32(ack) != kAckMagic)
+      return remoteError(context + ": the answer is not a chorus tcp ack (another service?)");
+    auto verdict = static_cast<AckResult>(wire::get32(ack + 4));
+    if (verdict != AckResult::kAccepted)
+      return remoteError(context + ": refused by the peer: " + ackText(verdict) +
+                         "; our communicator id is " + hex64(commId_));
+    return fd;
+  }
+
+  StatusOr<net::Fd> awaitDialer(int peer, net::Deadline deadline, double timeoutSeconds,
+                                std::string* peerAddr) {
+    for (;;) {
+      auto it = ready_.find(peer);
+      if (it != ready_.end() && !it->second.empty()) {
+        Ready r = std::move(it->second.front());
+        it->second.pop_front();
+        // A dialer that gave up (its connect() timed out) has closed its end since we acked it.
+        char probe;
+        const ssize_t got = ::recv(r.fd.get(), &probe, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+          CHORUS_LOG(INFO, NET) << "tcp: rank " << myRank_ << " discarding a stale connection from "
+                                << "rank " << peer << " at " << r.addr;
+          continue;
+        }
+        *peerAddr = r.addr;
+        tuneSocket(r.fd.get());
+        return std::move(r.fd);
+      }
+      if (net::Clock::now() >= deadline)
+        return timeoutError("tcp: rank " + std::to_string(myRank_) + " listening on " +
+                            bound_.toString() + ": rank " + std::to_string(peer) +
+                            " did not connect within " + secondsText(timeoutSeconds));
+      CHORUS_RETURN_IF_ERROR(pump(deadline, -1, nullptr));
+    }
+  }
+
+  // One poll over the listener, the half-read hellos and `extraFd`; handles what is ready.
+  Status pump(net::Deadline deadline, int extraFd, bool* extraReady) {
+    std::vector<pollfd> fds;
+    fds.reserve(pending_.size() + 2);
+    fds.push_back(pollfd{listenFd_.get(), POLLIN, 0});
+    if (extraFd >= 0) fds.push_back(pollfd{extraFd, POLLIN, 0});
+    const size_t firstPending = fds.size();
+    for (const Pending& p : pending_) fds.push_back(pollfd{p.fd.get(), POLLIN, 0});
+
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - net::Clock::now()).count();
+    int timeoutMs = static_cast<int>(std::clamp<int64_t>(left, 0, kPumpSliceMs));
+    int rc = ::poll(fds.data(), fds.size(), timeoutMs);
+    if (rc < 0) {
+      if (errno == EINTR) return Status();
+      return errnoStatus("poll", "tcp listener " + bound_.toString());
+    }
+    if (rc == 0) return Status();
+    if (extraFd >= 0 && fds[1].revents) *extraReady = true;
+
+    std::vector<Pending> unfinished;
+    for (size_t i = 0; i < pending_.size(); ++i) {
+      if (fds[firstPending + i].revents == 0 || !readHello(pending_[i]))
+        unfinished.push_back(std::move(pending_[i]));
+    }
+    pending_ = std::move(unfinished);
+    if (fds[0].revents) return acceptAll();
+    return Status();
+  }
+
+  Status acceptAll() {
+    for (;;) {
+      Pending p;
+      p.from.len = sizeof p.from.storage;
+      int fd = ::accept4(listenFd_.get(), reinterpret_cast<sockaddr*>(&p.from.storage),
+                         &p.from.len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        int err = errno;
+        if (err == EAGAIN || err == EWOULDBLOCK) return Status();
+        if (err == EINTR || err == ECONNABORTED || err == EPROTO) continue;
+        return errnoStatus("accept", "tcp listener " + bound_.toString(), err);
+      }
+      p.fd.reset(fd);
+      Status s = net::setNoDelay(fd);
+      if (!s.ok()) {
+        CHORUS_LOG(WARN, NET) << "tcp: dropping connection from " << p.from.toString() << ": "
+                              << s.toString();
+        continue;
+      }
+      pending_.push_back(std::move(p));
+    }
+  }
+
+  // Reads more of `p`'s hello; answers it once complete. True when `p` is finished with
+  // (accepted into ready_, refused or dropped).
+  bool readHello(Pending& p) {
+    const std::string from = p.from.toString();
+    ssize_t r = ::recv(p.fd.get(), p.hello + p.filled, kHelloBytes - p.filled, MSG_DONTWAIT);
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return false;
+    if (r <= 0) {
+      CHORUS_LOG(INFO, NET) << "tcp: connection from " << from << " closed before its hello";
+      return true;
+    }
+    p.filled += static_cast<size_t>(r);
+    if (p.filled < kHelloBytes) return false;
+
+    Hello h;
+    if (!wire::decodeHello(p.hello, &h)) {
+      CHORUS_LOG(WARN, NET) << "tcp: rank " << myRank_ << " dropping a connection from " << from
+                            << ": not a chorus tcp hello";
+      return true;
+    }
+    AckResult verdict = AckResult::kAccepted;
+    if (h.version != kProtocolVersion)
+      verdict = AckResult::kWrongVersion;
+    else if (h.commId != commId_)
+      verdict = AckResult::kWrongCommunicator;
+    else if (h.toRank != myRank_ || h.fromRank < 0 || h.fromRank >= myRank_)
+      verdict = AckResult::kWrongRank;
+
+    uint8_t ack[kAckBytes];
+    wire::encodeAck(verdict, ack);
+    // A fresh socket's send buffer is empty: eight bytes either go at once or the peer is gone.
+    ssize_t w = ::send(p.fd.get(), ack, sizeof ack, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (verdict != AckResult::kAccepted) {
+      CHORUS_LOG(WARN, NET) << "tcp: rank " << myRank_ << " (communicator " << hex64(commId_)
+                            << ") refused a connection from " << from << " claiming rank "
+                            << h.fromRank << " of communicator " << hex64(h.commId) << " for rank "
+                            << h.toRank << ": " << ackText(verdict);
+      return true;
+    }
+    if (w != static_cast<ssize_t>(sizeof ack)) {
+      CHORUS_LOG(WARN, NET) << "tcp: rank " << myRank_ << " could not answer rank " << h.fromRank
+                            << " at " << from << ": "
+                            << (w < 0 ? std::strerror(errno) : "short write");
+      return true;
+    }
+    ready_[h.fromRank].push_back(Ready{std::move(p.fd), from});
+    return true;
+  }
+
+  const int myRank_;
+  const uint64_t commId_;
+  const net::SockAddr listenAddr_;
+
+  std::mutex mu_;  // serialises listen() and connect()
+  net::Fd listenFd_;
+  net::SockAddr bound_;
+  std::vector<Pending> pending_;
+  std::map<int, std::deque<Ready>> ready_;
+};
+
+}  // namespace
+
+EndpointBlob encodeEndpoint(const net::SockAddr& addr) {
+  EndpointBlob b;
+  b.push_back(kBlobVersion);
+  const uint16_t port = addr.port();
+  if (addr.family() == AF_INET6) {
+    const auto* s6 = reinterpret_cast<const sockaddr_in6*>(&addr.storage);
+    b.push_back(6);
+    b.push_back(static_cast<uint8_t>(port >> 8));
+    b.push_back(static_cast<uint8_t>(port));
+    b.insert(b.end(), s6->sin6_addr.s6_addr, s6->sin6_addr.s6_addr + 16);
+    uint8_t scope[4];
+    wire::put32(scope, s6->sin6_scope_id);
+    b.insert(b.end(), scope, scope + 4);
+  } else {
+    const auto* s4 = reinterpret_cast<const sockaddr_in*>(&addr.storage);
+    const auto* a = reinterpret_cast<const uint8_t*>(&s4->sin_addr.s_addr);
+    b.push_back(4);
+    b.push_back(static_cast<uint8_t>(port >> 8));
+    b.push_back(static_cast<uint8_t>(port));
+    b.insert(b.end(), a, a + 4);
+  }
+  return b;
+}
+
+StatusOr<net::SockAddr> decodeEndpoint(const EndpointBlob& blob) {
+  auto bad = [&](const char* why) {
+    return invalidArgument("malformed tcp endpoint (" + std::to_string(blob.size()) +
+                           " bytes): " + why);
+  };
+  if (blob.size() < 4) return bad("too short");
+  if (blob[0] != kBlobVersion) return bad("unknown version");
+  const uint16_t port = static_cast<uint16_t>((blob[2] << 8) | blob[3]);
+  net::SockAddr a;
+  if (blob[1] == 4) {
+    if (blob.size() != 8) return bad("wrong length for IPv4");
+    auto* s4 = reinterpret_cast<sockaddr_in*>(&a.storage);
+    s4->sin_family = AF_INET;
+    std::memcpy(&s4->sin_addr.s_addr, blob.data() + 4, 4);
+    a.len = sizeof(sockaddr_in);
+  } else if (blob[1] == 6) {
+    if (blob.size() != 24) return bad("wrong length for IPv6");
+    auto* s6 = reinterpret_cast<sockaddr_in6*>(&a.storage);
+    s6->sin6_family = AF_INET6;
+    std::memcpy(s6->sin6_addr.s6_addr, blob.data() + 4, 16);
+    s6->sin6_scope_id = wire::get32(blob.data() + 20);
+    a.len = sizeof(sockaddr_in6);
+  } else {
+    return bad("unknown address family");
+  }
+  if (port == 0) return bad("port 0");
+  a.setPort(port);
+  return a;
+}
+
+}  // namespace tcp
+
+std::unique_ptr<Transport> makeTcpTransport(int myRank, uint64_t commId,
+                                            const net::SockAddr& listenAddr) {
+  return std::make_unique<tcp::TcpTransport>(myRank, commId, listenAddr);
+}
+
+}  // namespace chorus
