@@ -26,7 +26,7 @@ constexpr EnvVar kVars[] = {
     {"CHORUS_NSOCKS_PERPEER", "1", "TCP sockets per peer; messages >= 1 MiB are striped across them"},
     // Collectives
     {"CHORUS_ALGO", "", "force algorithms: 'ring' or per collective 'allreduce:ring,broadcast:chain'"},
-    {"CHORUS_CHUNK_SIZE", "1M", "pipelining chunk of ring/chain schedules (bytes, K/M/G suffixes)"},
+    {"CHORUS_CHUNK_SIZE", "256K", "pipelining chunk of ring/chain schedules (bytes, K/M/G suffixes)"},
     {"CHORUS_TIMEOUT", "300", "seconds any wait may last before the operation fails with chorusTimeout"},
     {"CHORUS_SPIN_US", "20", "microseconds a wait spins before yielding, then blocking"},
     // Logging
