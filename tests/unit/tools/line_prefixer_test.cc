@@ -1,0 +1,97 @@
+#include "tools/chorus-run/line_prefixer.h"
+
+#include <map>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "tools/chorus-run/job_env.h"
+
+namespace chorus::run {
+namespace {
+
+TEST(LinePrefixer, PrefixesCompleteLines) {
+  LinePrefixer p("[3] ");
+  std::string out;
+  p.feed("a\nbc\n", &out);
+  EXPECT_EQ(out, "[3] a\n[3] bc\n");
+  EXPECT_FALSE(p.hasPartial());
+}
+
+TEST(LinePrefixer, JoinsLinesSplitAcrossReads) {
+  LinePrefixer p("[0] ");
+  std::string out;
+  p.feed("hel", &out);
+  EXPECT_EQ(out, "");
+  p.feed("lo\nwor", &out);
+  EXPECT_EQ(out, "[0] hello\n");
+  p.feed("ld\n", &out);
+  EXPECT_EQ(out, "[0] hello\n[0] world\n");
+}
+
+TEST(LinePrefixer, FlushesPartialLineAtEnd) {
+  LinePrefixer p("[1] ");
+  std::string out;
+  p.feed("no newline", &out);
+  EXPECT_TRUE(p.hasPartial());
+  p.finish(&out);
+  EXPECT_EQ(out, "[1] no newline\n");
+  p.finish(&out);  // nothing left: no empty line
+  EXPECT_EQ(out, "[1] no newline\n");
+}
+
+TEST(LinePrefixer, KeepsEmptyLines) {
+  LinePrefixer p("[0] ");
+  std::string out;
+  p.feed("\n\nx\n", &out);
+  EXPECT_EQ(out, "[0] \n[0] \n[0] x\n");
+}
+
+TEST(LinePrefixer, SplitsOverlongLines) {
+  LinePrefixer p("> ", 4);
+  std::string out;
+  p.feed("abcdefghij", &out);
+  EXPECT_EQ(out, "> abcd\n> efgh\n");
+  p.feed("\n", &out);
+  EXPECT_EQ(out, "> abcd\n> efgh\n> ij\n");
+  out.clear();
+  p.feed("wxyz\n", &out);  // exactly the limit: one line, not an extra empty one
+  EXPECT_EQ(out, "> wxyz\n");
+}
+
+TEST(JobEnv, FormatsRootAddresses) {
+  EXPECT_EQ(formatRoot("127.0.0.1", 1234), "127.0.0.1:1234");
+  EXPECT_EQ(formatRoot("node7", 80), "node7:80");
+  EXPECT_EQ(formatRoot("::1", 5), "[::1]:5");
+  EXPECT_EQ(formatRoot("[fe80::1]", 5), "[fe80::1]:5");
+}
+
+TEST(JobEnv, SecretIs32HexDigitsAndFresh) {
+  std::string a = makeJobSecret();
+  std::string b = makeJobSecret();
+  EXPECT_EQ(a.size(), 32u);
+  EXPECT_EQ(a.find_first_not_of("0123456789abcdef"), std::string::npos);
+  EXPECT_NE(a, b);
+}
+
+TEST(JobEnv, PicksAUsablePort) {
+  int port = pickFreePort("127.0.0.1");
+  EXPECT_GT(port, 0);
+  EXPECT_LT(port, 65536);
+  EXPECT_GT(pickFreePort("no-such-host.invalid"), 0);  // falls back to any interface
+}
+
+TEST(JobEnv, RankEnvironmentNamesEveryVariable) {
+  auto env = rankEnvironment("h:1", "00ff", 2, 5);
+  std::map<std::string, std::string> m(env.begin(), env.end());
+  EXPECT_EQ(m.at("CHORUS_ROOT"), "h:1");
+  EXPECT_EQ(m.at("CHORUS_RANK"), "2");
+  EXPECT_EQ(m.at("CHORUS_NRANKS"), "5");
+  EXPECT_EQ(m.at("CHORUS_LOCAL_RANK"), "2");
+  EXPECT_EQ(m.at("CHORUS_LOCAL_NRANKS"), "5");
+  EXPECT_EQ(m.at("CHORUS_JOB_SECRET"), "00ff");
+  EXPECT_EQ(m.size(), 6u);
+}
+
+}  // namespace
+}  // namespace chorus::run

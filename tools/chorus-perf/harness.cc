@@ -1,0 +1,355 @@
+#include "tools/chorus-perf/harness.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tools/chorus-perf/coll.h"
+#include "tools/chorus-perf/element_codec.h"
+#include "tools/chorus-perf/report.h"
+#include "tools/chorus-perf/value_model.h"
+
+namespace chorus::perf {
+namespace {
+
+constexpr size_t kBufferAlign = 4096;
+constexpr size_t kHostNameChars = 64;
+
+// What each rank tells rank 0 for the "Using devices" block; fixed size so one allgather of
+// bytes moves it.
+struct RankRecord {
+  int32_t rank;
+  int32_t pid;
+  char host[kHostNameChars];
+};
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<std::byte, FreeDeleter>;
+
+Buffer allocate(size_t bytes) {
+  size_t rounded = (bytes + kBufferAlign - 1) / kBufferAlign * kBufferAlign;
+  if (rounded == 0) rounded = kBufferAlign;
+  void* p = std::aligned_alloc(kBufferAlign, rounded);
+  if (p == nullptr) {
+    std::fprintf(stderr, "chorus-perf: cannot allocate %zu bytes\n", rounded);
+    std::exit(EXIT_FAILURE);
+  }
+  std::memset(p, 0, rounded);  // zero is a valid value of every type, and touches the pages
+  return Buffer(static_cast<std::byte*>(p));
+}
+
+std::string shortHostName() {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  std::string h(host);
+  return h.substr(0, h.find('.'));
+}
+
+std::string versionText(int code) {
+  return std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." +
+         std::to_string(code % 100);
+}
+
+uint64_t mixSeed(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+class Harness {
+ public:
+  explicit Harness(const PerfOptions& opts) : opts_(opts), impl_(collImpl(opts.coll)) {}
+  int run();
+
+ private:
+  void ok(chorusResult_t r, const char* what);
+  void print(const std::string& s);
+  void printHeader();
+  void runTable(chorusDataType_t type, Op op);
+  CollArgs layout(const CollGeometry& g, chorusDataType_t type, chorusRedOp_t op, bool inPlace);
+  void startAndComplete(const CollArgs& a, int times);
+  double timeCalls(const CollArgs& a);
+  std::optional<int64_t> checkedRun(const CollArgs& a, const CollGeometry& g, Op op, bool inPlace);
+
+  const PerfOptions& opts_;
+  const CollImpl& impl_;
+  chorusComm_t comm_ = nullptr;
+  int rank_ = 0;
+  int nranks_ = 1;
+  Buffer send_;
+  Buffer recv_;
+  uint64_t checkRuns_ = 0;
+  std::vector<Record> records_;
+  std::vector<chorusRequest_t> reqs_;
+};
+
+void Harness::ok(chorusResult_t r, const char* what) {
+  if (r == chorusSuccess) return;
+  std::fprintf(stderr, "chorus-perf: rank %d: %s failed: %s: %s\n", rank_, what,
+               chorusGetErrorString(r), chorusGetLastError(comm_));
+  std::fflush(stderr);
+  // Abort rather than destroy: peers learn at once that this rank is gone instead of waiting
+  // for the timeout.
+  if (comm_ != nullptr) chorusCommAbort(comm_);
+  std::exit(EXIT_FAILURE);
+}
+
+void Harness::print(const std::string& s) {
+  if (rank_ != 0) return;
+  std::fputs(s.c_str(), stdout);
+  std::fflush(stdout);
+}
+
+void Harness::printHeader() {
+  RankRecord mine{};
+  mine.rank = rank_;
+  mine.pid = static_cast<int32_t>(getpid());
+  std::string host = shortHostName();
+  std::strncpy(mine.host, host.c_str(), sizeof(mine.host) - 1);
+  std::vector<RankRecord> all(static_cast<size_t>(nranks_));
+  ok(chorusAllGather(&mine, all.data(), sizeof(RankRecord), chorusUint8, comm_, nullptr),
+     "chorusAllGather (rank info)");
+  if (rank_ != 0) return;
+
+  int version = 0;
+  chorusGetVersion(&version);
+  char line[512];
+  std::string h;
+  h += "# chorus-perf " + versionText(CHORUS_VERSION_CODE) + " (libchorus " +
+       versionText(version) + "): " + collName(opts_.coll) + "\n";
+  h += "# Collective test starting: " + opts_.commandLine + "\n";
+  bool byFactor = opts_.stepFactor > 1;
+  std::snprintf(line, sizeof(line),
+                "# nranks %d minBytes %llu maxBytes %llu step: %llu(%s) warmup iters: %d iters: %d "
+                "validation: %d blocking: %d\n",
+                nranks_, static_cast<unsigned long long>(opts_.minBytes),
+                static_cast<unsigned long long>(opts_.maxBytes),
+                static_cast<unsigned long long>(byFactor ? opts_.stepFactor : opts_.stepBytes),
+                byFactor ? "factor" : "bytes", opts_.warmupIters, opts_.iters, opts_.check ? 1 : 0,
+                opts_.blocking ? 1 : 0);
+  h += line;
+  h += "#\n# Using devices\n";
+  for (const RankRecord& r : all) {
+    std::string rh(r.host, strnlen(r.host, sizeof(r.host)));
+    std::snprintf(line, sizeof(line), "#  Rank %2d Pid %6d on %10s\n", r.rank, r.pid, rh.c_str());
+    h += line;
+  }
+  h += "#\n";
+  h += tableHeader();
+  print(h);
+}
+
+CollArgs Harness::layout(const CollGeometry& g, chorusDataType_t type, chorusRedOp_t op,
+                         bool inPlace) {
+  size_t es = typeSize(type);
+  CollArgs a;
+  a.count = g.count;
+  a.type = type;
+  a.op = op;
+  a.root = opts_.root;
+  a.rank = rank_;
+  a.nranks = nranks_;
+  a.comm = comm_;
+  std::byte* r = recv_.get();
+  size_t rk = static_cast<size_t>(rank_);
+  a.send = inPlace ? r + rk * g.sendInPlaceOffset * es : send_.get();
+  a.recv = inPlace ? r + rk * g.recvInPlaceOffset * es : r;
+  return a;
+}
+
+void Harness::startAndComplete(const CollArgs& a, int times) {
+  if (opts_.blocking) {
+    for (int i = 0; i < times; ++i) ok(impl_.start(a, nullptr), collName(opts_.coll));
+    return;
+  }
+  // Nonblocking: post every call first, then complete them in order, as nccl-tests enqueues a
+  // whole iteration loop on a stream before synchronizing.
+  reqs_.clear();
+  for (int i = 0; i < times; ++i) ok(impl_.start(a, &reqs_), collName(opts_.coll));
+  for (chorusRequest_t& req : reqs_) ok(chorusWait(&req), "chorusWait");
+  reqs_.clear();
+}
+
+double Harness::timeCalls(const CollArgs& a) {
+  ok(chorusBarrier(comm_, nullptr), "chorusBarrier");
+  auto t0 = std::chrono::steady_clock::now();
+  startAndComplete(a, opts_.iters);
+  auto t1 = std::chrono::steady_clock::now();
+  double sec = std::chrono::duration<double>(t1 - t0).count() / opts_.iters;
+  ok(chorusAllReduce(&sec, &sec, 1, chorusFloat64, chorusSum, comm_, nullptr),
+     "chorusAllReduce (time)");
+  return sec / nranks_;
+}
+
+std::optional<int64_t> Harness::checkedRun(const CollArgs& a, const CollGeometry& g, Op op,
+                                           bool inPlace) {
+  if (!opts_.check || (inPlace && !collHasInPlace(opts_.coll))) return std::nullopt;
+  size_t es = typeSize(a.type);
+  // The same counter on every rank, so all ranks derive the same fresh inputs.
+  ValueModel model(a.type, op, nranks_, mixSeed(++checkRuns_));
+  auto* recv = static_cast<std::byte*>(a.recv);
+  // Poison first: in-place inputs live inside the receive buffer and overwrite their part.
+  for (size_t i = 0; i < g.recvCount; ++i) writePoison(a.type, recv + i * es);
+  if (!impl_.rootInputOnly || rank_ == a.root) {
+    auto* send = static_cast<std::byte*>(const_cast<void*>(a.send));
+    for (size_t j = 0; j < g.sendCount; ++j) encodeElement(a.type, model.input(rank_, j), send + j * es);
+  }
+  startAndComplete(a, 1);
+
+  int64_t wrong = 0;
+  for (size_t i = 0; i < g.recvCount; ++i) {
+    Expect e = impl_.expect(a, i);
+    if (e.kind == Expect::Kind::kUnchecked) continue;
+    double got = decodeElement(a.type, recv + i * es);
+    bool good = e.kind == Expect::Kind::kReduction ? model.reductionMatches(got, e.index)
+                                                   : model.copyMatches(got, e.rank, e.index);
+    wrong += good ? 0 : 1;
+  }
+  ok(chorusAllReduce(&wrong, &wrong, 1, chorusInt64, chorusSum, comm_, nullptr),
+     "chorusAllReduce (#wrong)");
+  return wrong;
+}
+
+void Harness::runTable(chorusDataType_t type, Op op) {
+  size_t es = typeSize(type);
+  chorusRedOp_t redop = chorusSum;
+  bool ownOp = op == Op::kPreMulSum;
+  if (ownOp) {
+    // The scalar is per rank; ValueModel::scalar knows the same values for the expectation.
+    ValueModel model(type, op, nranks_, 0);
+    alignas(8) std::byte scalar[8] = {};
+    encodeElement(type, model.scalar(rank_), scalar);
+    ok(chorusRedOpCreatePreMulSum(&redop, scalar, type, chorusScalarHostImmediate, comm_),
+       "chorusRedOpCreatePreMulSum");
+  } else if (op != Op::kNone) {
+    redop = builtinOp(op);
+  }
+
+  // Warm-up over the whole range (doubling, as nccl-tests), out of place.
+  for (uint64_t bytes : sizeSeries(opts_.minBytes, opts_.maxBytes, 2, 0)) {
+    CollGeometry g = collGeometry(opts_.coll, bytes, es, nranks_);
+    startAndComplete(layout(g, type, redop, false), opts_.warmupIters);
+  }
+
+  int root = collRooted(opts_.coll) ? opts_.root : -1;
+  for (uint64_t size : sizeSeries(opts_.minBytes, opts_.maxBytes, opts_.stepFactor, opts_.stepBytes)) {
+    CollGeometry g = collGeometry(opts_.coll, size, es, nranks_);
+    size_t bytes = g.bytes(es);
+    std::string row = rowPreamble(bytes, g.count, typeName(type), opName(op), root);
+    for (bool inPlace : {false, true}) {
+      CollArgs a = layout(g, type, redop, inPlace);
+      // Timed runs start from zeros: a valid value in every type, so no NaN or denormal left
+      // by a previous check skews the arithmetic.
+      std::memset(send_.get(), 0, g.sendCount * es);
+      std::memset(recv_.get(), 0, std::max(g.sendCount, g.recvCount) * es);
+      double sec = timeCalls(a);
+      Bandwidth bw = bandwidth(opts_.coll, bytes, sec, nranks_);
+      std::optional<int64_t> wrong = checkedRun(a, g, op, inPlace);
+      row += rowHalf(sec * 1e6, bw.algBw, bw.busBw, wrong);
+      records_.push_back({collName(opts_.coll), nranks_, bytes, g.count, typeName(type), opName(op),
+                          root, inPlace, sec * 1e6, bw.algBw, bw.busBw, wrong});
+    }
+    print(row + "\n");
+  }
+  if (ownOp) ok(chorusRedOpDestroy(redop, comm_), "chorusRedOpDestroy");
+}
+
+int Harness::run() {
+  chorusResult_t r = chorusCommInitFromEnv(&comm_);
+  if (r != chorusSuccess) {
+    std::fprintf(stderr, "chorus-perf: chorusCommInitFromEnv failed: %s: %s\n",
+                 chorusGetErrorString(r), chorusGetLastError(nullptr));
+    return EXIT_FAILURE;
+  }
+  ok(chorusCommUserRank(comm_, &rank_), "chorusCommUserRank");
+  ok(chorusCommCount(comm_, &nranks_), "chorusCommCount");
+  if (collRooted(opts_.coll) && (opts_.root < 0 || opts_.root >= nranks_)) {
+    // Every rank sees the same flags, so every rank stops here.
+    if (rank_ == 0) {
+      std::fprintf(stderr, "chorus-perf: root %d is not a rank of this job (0..%d)\n", opts_.root,
+                   nranks_ - 1);
+    }
+    chorusCommDestroy(comm_);
+    return 2;
+  }
+
+  printHeader();
+  // Every layout fits in maxBytes: the size column is the largest buffer of a rank.
+  send_ = allocate(opts_.maxBytes);
+  recv_ = allocate(opts_.maxBytes);
+
+  std::vector<Op> ops = collReduces(opts_.coll) ? opts_.ops : std::vector<Op>{Op::kNone};
+  for (chorusDataType_t type : opts_.types) {
+    for (Op op : ops) runTable(type, op);
+  }
+
+  int failed = 0;
+  double busSum = 0;
+  for (const Record& rec : records_) {
+    failed += rec.wrong && *rec.wrong != 0 ? 1 : 0;
+    busSum += rec.busBw;
+  }
+  double avgBusBw = records_.empty() ? 0 : busSum / static_cast<double>(records_.size());
+  print(footer(failed, avgBusBw));
+  print("# Collective test concluded: " + std::string(collName(opts_.coll)) + "\n");
+
+  int status = failed != 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+  if (rank_ == 0) {
+    RunInfo info{collName(opts_.coll), nranks_,     opts_.minBytes, opts_.maxBytes,
+                 opts_.stepFactor,     opts_.stepBytes, opts_.warmupIters, opts_.iters,
+                 opts_.check,          opts_.blocking, versionText(CHORUS_VERSION_CODE)};
+    if (!opts_.csvPath.empty()) {
+      std::string err = writeCsv(opts_.csvPath, records_);
+      if (!err.empty()) {
+        std::fprintf(stderr, "chorus-perf: %s\n", err.c_str());
+        status = EXIT_FAILURE;
+      }
+    }
+    if (!opts_.jsonPath.empty()) {
+      std::string err = writeJson(opts_.jsonPath, info, records_, failed, avgBusBw);
+      if (!err.empty()) {
+        std::fprintf(stderr, "chorus-perf: %s\n", err.c_str());
+        status = EXIT_FAILURE;
+      }
+    }
+  }
+  // Every rank returns the same status, and a launcher tears the job down as soon as one rank
+  // exits non-zero: wait until rank 0 has printed and written everything before anyone exits.
+  ok(chorusBarrier(comm_, nullptr), "chorusBarrier (end)");
+  ok(chorusCommDestroy(comm_), "chorusCommDestroy");
+  comm_ = nullptr;
+  return status;
+}
+
+}  // namespace
+
+const CollImpl& collImpl(Coll c) {
+  switch (c) {
+    case Coll::kAllReduce: return kAllReduceImpl;
+    case Coll::kAllGather: return kAllGatherImpl;
+    case Coll::kReduceScatter: return kReduceScatterImpl;
+    case Coll::kBroadcast: return kBroadcastImpl;
+    case Coll::kReduce: return kReduceImpl;
+    case Coll::kAllToAll: return kAllToAllImpl;
+    case Coll::kSendRecv: return kSendRecvImpl;
+  }
+  std::abort();
+}
+
+int runBenchmark(const PerfOptions& opts) {
+  Harness h(opts);
+  return h.run();
+}
+
+}  // namespace chorus::perf

@@ -1,0 +1,64 @@
+// chorus-run: starts N ranks of a chorus job on this host.
+//
+//   chorus-run -n 4 [--port P] [--root-host H] [--timeout S] [--no-prefix] [--] prog args...
+//
+// Every rank gets CHORUS_ROOT, CHORUS_RANK, CHORUS_NRANKS, CHORUS_LOCAL_RANK,
+// CHORUS_LOCAL_NRANKS and CHORUS_JOB_SECRET, which chorusCommInitFromEnv reads. The job fails
+// as a whole: the first rank to fail takes the others down and its status becomes ours.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "tools/chorus-run/launcher.h"
+
+int main(int argc, char** argv) {
+  chorus::run::LaunchOptions opts;
+  bool noPrefix = false;
+
+  CLI::App app{"chorus-run -n N [options] [--] program [args...]\n\n"
+               "Starts N local ranks of a chorus job; each rank's output lines are prefixed with "
+               "\"[rank] \"."};
+  app.set_version_flag("--version", "chorus-run 0.1.0");
+  app.add_option("-n,--nranks", opts.nranks, "number of ranks to start")
+      ->required()
+      ->check(CLI::Range(1, 65536));
+  app.add_option("--port", opts.port, "TCP port of the rendezvous store (default: a free one)")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--root-host", opts.rootHost, "host part of CHORUS_ROOT")
+      ->capture_default_str();
+  app.add_option("--timeout", opts.timeoutSeconds,
+                 "kill the job after this many seconds and exit with 124 (0: no limit)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--kill-grace", opts.killGraceSeconds,
+                 "seconds between SIGTERM and SIGKILL when the job is torn down")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_flag("--no-prefix", noPrefix, "pass the ranks' stdout/stderr through untouched");
+  // Everything from the program name on belongs to the program, including its own flags.
+  app.prefix_command();
+  app.footer("Example: chorus-run -n 4 chorus-perf -b 8 -e 128M -f 2");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; usage errors exit 2, as is customary for command-line tools.
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  opts.command = app.remaining();
+  if (!opts.command.empty() && opts.command.front() == "--") opts.command.erase(opts.command.begin());
+  if (opts.command.empty()) {
+    std::fprintf(stderr, "chorus-run: no program given\n%s", app.help().c_str());
+    return 2;
+  }
+  opts.prefix = !noPrefix;
+
+  try {
+    return chorus::run::runJob(opts);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "chorus-run: %s\n", e.what());
+    return 1;
+  }
+}
