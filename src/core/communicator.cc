@@ -362,10 +362,17 @@ Status Communicator::ensureConnected(const std::vector<int>& peers) {
     if (best < 0)
       return invalidArgument("no transport can reach rank " + std::to_string(p) +
                              (allowed.empty() ? "" : " with CHORUS_TRANSPORT='" + allowed + "'"));
-    double left = std::chrono::duration<double>(deadline - net::Clock::now()).count();
-    auto conn = transports_[static_cast<size_t>(best)]->connect(
-        p, them.endpoints.at(std::string(transports_[static_cast<size_t>(best)]->name())),
-        std::max(left, 0.001));
+    // Connect in slices of a second: between slices, a peer on this host whose process is gone
+    // fails the call now instead of at the timeout.
+    Transport& t = *transports_[static_cast<size_t>(best)];
+    const EndpointBlob& blob = them.endpoints.at(std::string(t.name()));
+    StatusOr<std::unique_ptr<Connection>> conn = timeoutError("not attempted");
+    while (true) {
+      double left = std::chrono::duration<double>(deadline - net::Clock::now()).count();
+      conn = t.connect(p, blob, std::clamp(left, 0.001, 1.0));
+      if (conn.ok() || conn.status().code() != Code::kTimeout || left <= 1.0) break;
+      CHORUS_RETURN_IF_ERROR(checkPeers({p}).withContext("connecting to rank " + std::to_string(p)));
+    }
     if (!conn.ok()) {
       Status dead = checkPeers({p});
       if (!dead.ok()) return dead;

@@ -83,10 +83,10 @@ TEST(PeerInfo, RejectsGarbage) {
   }
   // A valid header followed by a huge hostname length must fail without allocating it.
   auto bytes = serializePeerInfo(samplePeer());
-  bytes[22] = 0xff;
-  bytes[23] = 0xff;
-  bytes[24] = 0xff;
-  bytes[25] = 0x7f;
+  bytes[30] = 0xff;  // after magic, version, rank, host id, pid, pid namespace
+  bytes[31] = 0xff;
+  bytes[32] = 0xff;
+  bytes[33] = 0x7f;
   auto r = deserializePeerInfo(bytes);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("hostname"), std::string::npos) << r.status().message();
