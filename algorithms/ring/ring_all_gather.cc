@@ -33,7 +33,7 @@ sched::Schedule buildRingAllGather(const sched::CollDesc& d, int rank, int nrank
   s.addPeer(next);
   s.addPeer(prev);
 
-  const uint64_t chunk = chunkElems(d);
+  const uint64_t chunk = ringChunkElems(d, d.count);
   for (uint64_t c = 0; c < numChunks(count, chunk); ++c) {
     const Block part = chunkOf({0, count}, chunk, c);
     auto ofBlock = [&](int64_t k) {

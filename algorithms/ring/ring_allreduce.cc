@@ -42,7 +42,7 @@ sched::Schedule buildRingAllReduce(const sched::CollDesc& d, int rank, int nrank
   s.addPeer(next);
   s.addPeer(prev);
 
-  const uint64_t chunk = chunkElems(d);
+  const uint64_t chunk = ringChunkElems(d, evenBlock(d.count, nranks, 0).count);
   // Slice 0 is the largest; smaller slices yield empty (dropped) chunks in the last round.
   const uint64_t rounds = numChunks(evenBlock(d.count, nranks, 0).count, chunk);
   auto slice = [&](int64_t k, uint64_t c) {

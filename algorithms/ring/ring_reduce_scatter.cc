@@ -37,7 +37,7 @@ sched::Schedule buildRingReduceScatter(const sched::CollDesc& d, int rank, int n
   s.addPeer(next);
   s.addPeer(prev);
 
-  const uint64_t chunk = chunkElems(d);
+  const uint64_t chunk = ringChunkElems(d, d.count);
   ScratchRing partials(std::min(chunk, count) * es);
   for (uint64_t c = 0; c < numChunks(count, chunk); ++c) {
     const Block part = chunkOf({0, count}, chunk, c);

@@ -216,6 +216,13 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::create(
       ++hosts;
     }
   }
+  // More ranks than cores on this host: a spinning waiter only steals the core from the rank
+  // that has work, so block sooner (unless CHORUS_SPIN_US says otherwise).
+  long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
+  if (cores > 0 && local > cores && !config::isSet("CHORUS_SPIN_US")) {
+    c->spinUs_ = 0;
+    CHORUS_LOG(INFO, INIT) << local << " ranks on " << cores << " cores: waits do not spin";
+  }
   CHORUS_LOG(INFO, INIT) << "comm " << std::hex << c->commId_ << std::dec << " rank " << rank
                          << "/" << nranks << " on " << self.hostname << ": " << local
                          << " ranks on this host, " << hosts << " hosts; tcp listens on "
