@@ -23,7 +23,6 @@ constexpr EnvVar kVars[] = {
     {"CHORUS_SOCKET_IFNAME", "", "network interfaces for TCP: prefixes, comma-separated; ^ excludes, = exact (default: the interface that reaches the root, else the first non-loopback)"},
     {"CHORUS_SOCKET_FAMILY", "", "AF_INET or AF_INET6 to force the address family of TCP sockets"},
     {"CHORUS_CONNECT", "eager", "eager: connect every pair of ranks when the communicator is created (a failure anywhere reaches every rank directly); lazy: connect a pair at its first message (fewer sockets for large jobs)"},
-    {"CHORUS_NSOCKS_PERPEER", "1", "TCP sockets per peer; messages >= 1 MiB are striped across them"},
     // Collectives
     {"CHORUS_ALGO", "", "force algorithms: 'ring' or per collective 'allreduce:ring,broadcast:chain'"},
     {"CHORUS_CHUNK_SIZE", "256K", "pipelining chunk of ring/chain schedules (bytes, K/M/G suffixes)"},

@@ -241,12 +241,17 @@ Status Executor::run(const sched::Schedule& schedule, std::vector<std::byte*> bu
     bool progressed = false;
 
     // Headers first: a mismatch must be reported before any data op can fail on sizes.
+    // A transport error seen here waits for the end of the round: if another peer's header
+    // shows the calls disagree, that is the root cause and the error to report.
     if (headersPending > 0) {
+      Status transportError;
       for (PeerState& p : peers) {
         bool done = false;
         if (!p.headerRecvd) {
-          CHORUS_RETURN_IF_ERROR(p.conn->test(p.headerRecvOp, &done).withContext(call));
-          if (done) {
+          Status st = p.conn->test(p.headerRecvOp, &done);
+          if (!st.ok()) {
+            if (transportError.ok()) transportError = st.withContext(call);
+          } else if (done) {
             p.headerRecvd = true;
             --headersPending;
             progressed = true;
@@ -254,14 +259,17 @@ Status Executor::run(const sched::Schedule& schedule, std::vector<std::byte*> bu
           }
         }
         if (!p.headerSent) {
-          CHORUS_RETURN_IF_ERROR(p.conn->test(p.headerSendOp, &done).withContext(call));
-          if (done) {
+          Status st = p.conn->test(p.headerSendOp, &done);
+          if (!st.ok()) {
+            if (transportError.ok()) transportError = st.withContext(call);
+          } else if (done) {
             p.headerSent = true;
             --headersPending;
             progressed = true;
           }
         }
       }
+      if (!transportError.ok()) return transportError;
     }
 
     // Post every send/recv that is at the head of its peer's queue and whose deps are done.

@@ -286,6 +286,9 @@ void expectMismatch(const char* what, bool everyRank,
   auto out = runRanks(4, [&](chorusComm_t comm, int rank, int) -> std::string {
     chorusResult_t r = call(comm, rank);
     if (r == chorusSuccess && !everyRank) return "";
+    // Where neighbours may legitimately finish and exit, a rank may instead learn that one of
+    // them closed its connection: a truthful error, still not a hang or a wrong result.
+    if (r == chorusRemoteError && !everyRank) return "";
     RANK_CHECK(r == chorusInvalidUsage, std::string(what) + ": expected chorusInvalidUsage, got " +
                                             chorusGetErrorString(r) + ": " + chorusGetLastError(comm));
     std::string msg = chorusGetLastError(comm);

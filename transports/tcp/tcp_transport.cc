@@ -75,13 +75,7 @@ const char* ackText(AckResult r) {
 class TcpTransport final : public Transport {
  public:
   TcpTransport(int myRank, uint64_t commId, const net::SockAddr& listenAddr)
-      : myRank_(myRank), commId_(commId), listenAddr_(listenAddr) {
-    auto n = config::getInt("CHORUS_NSOCKS_PERPEER");
-    if (n.ok() && *n > 1) {
-      CHORUS_LOG(INFO, NET) << "tcp: CHORUS_NSOCKS_PERPEER=" << *n
-                            << " ignored: this transport uses one socket per peer";
-    }
-  }
+      : myRank_(myRank), commId_(commId), listenAddr_(listenAddr) {}
 
   std::string_view name() const override { return "tcp"; }
 
@@ -200,6 +194,10 @@ class TcpTransport final : public Transport {
     if (verdict != AckResult::kAccepted)
       return remoteError(context + ": refused by the peer: " + ackText(verdict) +
                          "; our communicator id is " + hex64(commId_));
+    uint8_t confirm[kConfirmBytes];
+    wire::put32(confirm, kConfirmMagic);
+    Status confirmed = net::sendAll(fd.get(), confirm, sizeof confirm, deadline, what);
+    if (!confirmed.ok()) return confirmed.withContext(context + ", handshake");
     return fd;
   }
 
@@ -210,12 +208,16 @@ class TcpTransport final : public Transport {
       if (it != ready_.end() && !it->second.empty()) {
         Ready r = std::move(it->second.front());
         it->second.pop_front();
-        // A dialer that gave up (its connect() timed out) has closed its end since we acked it.
-        char probe;
-        const ssize_t got = ::recv(r.fd.get(), &probe, 1, MSG_PEEK | MSG_DONTWAIT);
-        if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-          CHORUS_LOG(INFO, NET) << "tcp: rank " << myRank_ << " discarding a stale connection from "
-                                << "rank " << peer << " at " << r.addr;
+        // The dialer's confirm says it read our ack. A dialer that gave up before that (its
+        // connect() timed out) closed without confirming: discard the connection and wait for
+        // its next dial. A confirmed connection is kept even if the peer has exited since.
+        uint8_t confirm[kConfirmBytes];
+        Status got = net::recvAll(r.fd.get(), confirm, sizeof confirm, deadline,
+                                  peerText(peer, r.addr));
+        if (!got.ok() && got.code() == Code::kTimeout) return got;
+        if (!got.ok() || wire::get32(confirm) != kConfirmMagic) {
+          CHORUS_LOG(INFO, NET) << "tcp: rank " << myRank_ << " discarding an unconfirmed "
+                                << "connection from rank " << peer << " at " << r.addr;
           continue;
         }
         *peerAddr = r.addr;

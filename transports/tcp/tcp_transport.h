@@ -18,9 +18,9 @@
 // independent of the transport and of each other once made; each must be driven by one thread
 // at a time.
 //
-// CHORUS_NSOCKS_PERPEER is not honoured (one socket per peer): striping cannot speed up loopback
-// on the 2-core machines this was measured on, since a single thread does every copy on each
-// side. Revisit for real NICs whose single-flow rate is below the link's.
+// One socket per peer. Striping a message over several sockets cannot speed up loopback on the
+// 2-core machines this was measured on (a single thread does every copy on each side); revisit
+// for real NICs whose single-flow rate is below the link's.
 #pragma once
 
 #include <cstdint>

@@ -31,6 +31,11 @@ inline constexpr uint32_t kProtocolVersion = 1;
 
 inline constexpr size_t kHelloBytes = 24;
 inline constexpr size_t kAckBytes = 8;
+// The dialer's last handshake word, sent once it has read an accepting ack. The acceptor reads it
+// before handing the connection out: a dialer that gave up before the ack never sends it, while
+// one that connected and has since exited normally has — so the two are never confused.
+inline constexpr uint32_t kConfirmMagic = 0x43485443;  // "CHTC"
+inline constexpr size_t kConfirmBytes = 4;
 inline constexpr size_t kFrameHeaderBytes = 24;
 // An abort message longer than this is cut; it is a diagnostic, not data.
 inline constexpr size_t kMaxAbortMessage = 4096;
