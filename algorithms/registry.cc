@@ -2,6 +2,7 @@
 
 #include "algorithms/alltoall/alltoall.h"
 #include "algorithms/barrier/barrier.h"
+#include "algorithms/direct/direct.h"
 #include "algorithms/ring/ring.h"
 #include "algorithms/tree/tree.h"
 
@@ -14,6 +15,8 @@ namespace {
 constexpr AlgoInfo kAlgorithms[] = {
     {Coll::kAllReduce, "ring", "ring reduce-scatter then ring all-gather, chunk-pipelined",
      &buildRingAllReduce},
+    {Coll::kAllReduce, "oneshot", "every rank sends its input to all, then reduces locally in rank order",
+     &buildOneShotAllReduce},
     {Coll::kReduceScatter, "ring", "ring of n-1 reduce steps, partials in bounded scratch",
      &buildRingReduceScatter},
     {Coll::kAllGather, "ring", "ring of n-1 forwarding steps, received straight into the output",
@@ -48,7 +51,14 @@ const AlgoInfo* findAlgorithm(Coll coll, std::string_view name) {
   return nullptr;
 }
 
-const AlgoInfo* defaultAlgorithm(Coll coll, const sched::CollDesc& /*d*/, int /*nranks*/) {
+// The selection rule until the topology-aware tuner exists: each collective's first registered
+// algorithm, except all-reduce of small messages on few ranks, which is latency-bound and takes
+// one step with one-shot instead of 2(n-1) with the ring (measured over TCP on 2 cores: 8 B,
+// 2 ranks, 26 us ring vs 13 us one-shot; see docs/performance.md).
+const AlgoInfo* defaultAlgorithm(Coll coll, const sched::CollDesc& d, int nranks) {
+  if (coll == Coll::kAllReduce && nranks > 1 && nranks <= 16 &&
+      d.count * d.elemSize <= kOneShotMaxBytes)
+    return findAlgorithm(coll, "oneshot");
   for (const AlgoInfo& a : kAlgorithms)
     if (a.coll == coll) return &a;
   return nullptr;

@@ -175,7 +175,7 @@ TEST_P(AlgorithmSweep, SymbolicChecker) {
 
 std::vector<Band> bands() {
   std::vector<Band> out;
-  for (const char* name : {"allreduce:ring", "reducescatter:ring", "allgather:ring",
+  for (const char* name : {"allreduce:ring", "allreduce:oneshot", "reducescatter:ring", "allgather:ring",
                            "broadcast:chain", "reduce:chain", "alltoall:pairwise",
                            "alltoallv:pairwise", "gather:linear", "scatter:linear",
                            "barrier:dissemination"}) {
@@ -198,7 +198,8 @@ TEST(Registry, EveryCollectiveHasItsAlgorithm) {
   const struct {
     Coll coll;
     const char* name;
-  } want[] = {{Coll::kAllReduce, "ring"},       {Coll::kReduceScatter, "ring"},
+  } want[] = {{Coll::kAllReduce, "ring"},       {Coll::kAllReduce, "oneshot"},
+              {Coll::kReduceScatter, "ring"},
               {Coll::kAllGather, "ring"},       {Coll::kBroadcast, "chain"},
               {Coll::kReduce, "chain"},         {Coll::kAllToAll, "pairwise"},
               {Coll::kAllToAllv, "pairwise"},   {Coll::kGather, "linear"},
@@ -210,8 +211,19 @@ TEST(Registry, EveryCollectiveHasItsAlgorithm) {
     EXPECT_EQ(a->coll, w.coll);
     EXPECT_NE(std::string(a->description), "");
     EXPECT_EQ(findAlgorithm(w.coll, std::string(collName(w.coll)) + ":" + w.name), a);
-    EXPECT_EQ(defaultAlgorithm(w.coll, CollDesc{w.coll}, 8), a);
+    if (w.coll != Coll::kAllReduce) {
+      EXPECT_EQ(defaultAlgorithm(w.coll, CollDesc{w.coll}, 8), a);
+    }
   }
+  // All-reduce: one-shot for small messages on few ranks, the ring otherwise.
+  CollDesc small{Coll::kAllReduce};
+  small.count = 16;
+  CollDesc large = small;
+  large.count = 1 << 20;
+  EXPECT_STREQ(defaultAlgorithm(Coll::kAllReduce, small, 8)->name, "oneshot");
+  EXPECT_STREQ(defaultAlgorithm(Coll::kAllReduce, small, 1)->name, "ring");
+  EXPECT_STREQ(defaultAlgorithm(Coll::kAllReduce, small, 64)->name, "ring");
+  EXPECT_STREQ(defaultAlgorithm(Coll::kAllReduce, large, 8)->name, "ring");
   EXPECT_EQ(findAlgorithm(Coll::kAllReduce, "chain"), nullptr);
   EXPECT_EQ(findAlgorithm(Coll::kAllReduce, "broadcast:ring"), nullptr);
   EXPECT_EQ(findAlgorithm(Coll::kAllReduce, "allreduce:"), nullptr);
