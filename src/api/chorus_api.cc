@@ -35,7 +35,6 @@ struct chorusComm {
 struct chorusRequest {
   std::shared_ptr<chorus::Request> impl;
   chorusComm_t comm = nullptr;
-  double timeout = 300;
 };
 
 namespace {
@@ -140,7 +139,7 @@ chorusResult_t startColl(chorusComm_t comm, CollArgs args, chorusRequest_t* requ
                                              "chorusGroupStart/chorusGroupEnd"));
   auto r = comm->impl->collectiveAsync(std::move(args));
   if (!r.ok()) return report(comm, r.status());
-  *request = new chorusRequest{r.value(), comm, comm->impl->timeout()};
+  *request = new chorusRequest{r.value(), comm};
   return chorusSuccess;
 }
 
@@ -322,7 +321,7 @@ chorusResult_t p2pImpl(bool isSend, const void* buf, size_t count, chorusDataTyp
                                                "chorusGroupStart/chorusGroupEnd"));
     auto r = comm->impl->sendRecvAsync({op});
     if (!r.ok()) return report(comm, r.status());
-    *req = new chorusRequest{r.value(), comm, comm->impl->timeout()};
+    *req = new chorusRequest{r.value(), comm};
     return chorusSuccess;
   }
   if (tlsGroup.depth > 0) {
@@ -706,8 +705,14 @@ chorusResult_t chorusIRecv(void* r, size_t count, chorusDataType_t t, int peer, 
 chorusResult_t chorusWait(chorusRequest_t* request) {
   if (!request || !*request) return report(nullptr, chorus::invalidArgument("request is NULL"));
   chorusRequest_t r = *request;
-  Status s = r->impl->wait(r->timeout * 2 + 5);
   chorusComm_t comm = r->comm;
+  Status s;
+  // A finished request needs no communicator (it may have been destroyed since: destroy
+  // completes every queued operation first). Otherwise this thread runs the queue up to it.
+  if (!r->impl->test(&s)) {
+    Status live = checkComm(comm);
+    s = live.ok() ? comm->impl->waitFor(r->impl) : live;
+  }
   delete r;
   *request = nullptr;
   {

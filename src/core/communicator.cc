@@ -133,20 +133,10 @@ bool Request::test(Status* out) {
   return done_;
 }
 
-Status Request::wait(double timeoutSeconds) {
-  std::unique_lock<std::mutex> lock(mu_);
-  auto limit = std::chrono::duration<double>(timeoutSeconds);
-  if (!cv_.wait_for(lock, limit, [&] { return done_; }))
-    return timeoutError("chorusWait: the operation did not complete within " +
-                        std::to_string(timeoutSeconds) + " s");
-  return status_;
-}
-
 void Request::finish(Status s) {
   std::lock_guard<std::mutex> lock(mu_);
   status_ = std::move(s);
   done_ = true;
-  cv_.notify_all();
 }
 
 // ---- Construction ------------------------------------------------------------------------
@@ -232,24 +222,56 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::create(
 
 // ---- Ordered execution -------------------------------------------------------------------
 
-Status Communicator::runOrdered(std::function<Status()> work) {
-  {
-    std::unique_lock<std::mutex> lock(queueMu_);
-    if (queue_.empty() && !workerBusy_) {
-      // Fast path: nothing in flight, run here.
-      lock.unlock();
-      std::lock_guard<std::mutex> exec(execMu_);
-      return work();
-    }
-  }
-  auto req = enqueue(std::move(work));
-  // Everything ahead of us is bounded by the timeout each; this wait is a backstop.
-  size_t ahead;
+// Queued operations run in the order they were started, on whichever thread gets to them: the
+// progress thread while the caller computes, or the caller itself once it waits (it then runs
+// them inline, and the progress thread stands aside, so no completion needs a thread hand-off).
+// An operation is popped only while execMu_ is held, which keeps the order.
+bool Communicator::runNextQueued() {
+  std::pair<std::function<Status()>, std::shared_ptr<Request>> item;
   {
     std::lock_guard<std::mutex> lock(queueMu_);
-    ahead = queue_.size() + 1;
+    if (queue_.empty()) return false;
+    item = std::move(queue_.front());
+    queue_.pop_front();
   }
-  return req->wait(timeoutSeconds_ * static_cast<double>(ahead + 1) + 5);
+  Status s = item.first();
+  if (!s.ok()) setLastError(s.toString());
+  item.second->finish(std::move(s));
+  return true;
+}
+
+Status Communicator::runOrdered(std::function<Status()> work) {
+  {
+    std::lock_guard<std::mutex> exec(execMu_);
+    bool idle;
+    {
+      std::lock_guard<std::mutex> lock(queueMu_);
+      idle = queue_.empty();
+    }
+    // Fast path: nothing queued before us, run here.
+    if (idle) return work();
+  }
+  return waitFor(enqueue(std::move(work)));
+}
+
+Status Communicator::waitFor(const std::shared_ptr<Request>& req) {
+  Status s;
+  if (req->test(&s)) return s;
+  {
+    std::lock_guard<std::mutex> lock(queueMu_);
+    ++waiters_;
+  }
+  while (!req->test(&s)) {
+    std::lock_guard<std::mutex> exec(execMu_);  // waits out an operation the worker is running
+    if (!runNextQueued()) break;               // nothing queued: ours has finished
+  }
+  {
+    std::lock_guard<std::mutex> lock(queueMu_);
+    --waiters_;
+    queueCv_.notify_all();
+  }
+  req->test(&s);
+  return s;
 }
 
 std::shared_ptr<Request> Communicator::enqueue(std::function<Status()> work) {
@@ -262,23 +284,15 @@ std::shared_ptr<Request> Communicator::enqueue(std::function<Status()> work) {
 }
 
 void Communicator::workerLoop() {
-  std::unique_lock<std::mutex> lock(queueMu_);
   while (true) {
-    queueCv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // stopping and drained
-    auto item = std::move(queue_.front());
-    queue_.pop_front();
-    workerBusy_ = true;
-    lock.unlock();
-    Status s;
     {
-      std::lock_guard<std::mutex> exec(execMu_);
-      s = item.first();
+      std::unique_lock<std::mutex> lock(queueMu_);
+      // Stand aside while a caller waits: it runs the queue itself.
+      queueCv_.wait(lock, [&] { return (stopping_ && waiters_ == 0) || (!queue_.empty() && waiters_ == 0); });
+      if (queue_.empty()) return;  // stopping and drained
     }
-    if (!s.ok()) setLastError(s.toString());
-    item.second->finish(s);
-    lock.lock();
-    workerBusy_ = false;
+    std::lock_guard<std::mutex> exec(execMu_);
+    runNextQueued();
   }
 }
 

@@ -58,14 +58,12 @@ struct P2POp {
 // A nonblocking operation's completion.
 class Request {
  public:
-  bool test(Status* out);                   // never blocks
-  Status wait(double timeoutSeconds);       // bounded
+  bool test(Status* out);  // never blocks
 
  private:
   friend class Communicator;
   void finish(Status s);
   std::mutex mu_;
-  std::condition_variable cv_;
   bool done_ = false;
   Status status_;
 };
@@ -101,6 +99,9 @@ class Communicator {
   // Cancels every connection (peers learn why) and fails queued operations.
   void abort(const std::string& why);
 
+  // Completes `req`, running queued operations on this thread until it is done.
+  Status waitFor(const std::shared_ptr<Request>& req);
+
   void setTimeout(double seconds) { timeoutSeconds_ = seconds; }
   double timeout() const { return timeoutSeconds_; }
   CommStats stats();
@@ -128,6 +129,7 @@ class Communicator {
   // Runs `work` in order with everything queued before it; inline when the queue is idle.
   Status runOrdered(std::function<Status()> work);
   std::shared_ptr<Request> enqueue(std::function<Status()> work);
+  bool runNextQueued();  // caller holds execMu_
   void workerLoop();
 
   int rank_ = 0;
@@ -173,7 +175,7 @@ class Communicator {
   std::mutex queueMu_;
   std::condition_variable queueCv_;
   std::deque<std::pair<std::function<Status()>, std::shared_ptr<Request>>> queue_;
-  bool workerBusy_ = false;
+  int waiters_ = 0;  // threads inside waitFor(); the worker stands aside while > 0
   bool stopping_ = false;
   std::thread worker_;
 
