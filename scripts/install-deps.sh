@@ -2,7 +2,7 @@
 # Installs (with apt-get) the Debian packages chorus builds and tests with, only those missing.
 set -euo pipefail
 packages=(
-  build-essential cmake ninja-build pkg-config git
+  build-essential cmake ninja-build pkg-config git clang
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
   libopenmpi-dev openmpi-bin libhwloc-dev iproute2 procps
 )
