@@ -56,7 +56,11 @@ chorusResult_t toResult(const Status& s) { return static_cast<chorusResult_t>(s.
 chorusResult_t report(chorusComm_t comm, const Status& s) {
   if (s.ok()) return chorusSuccess;
   tlsLastError = s.toString();
-  if (comm && comm->impl) comm->impl->setLastError(tlsLastError);
+  if (comm) {
+    // Under liveMu: chorusCommAbort from another thread may be freeing it.
+    std::lock_guard<std::mutex> lock(liveMu());
+    if (live().count(comm) && comm->impl) comm->impl->setLastError(tlsLastError);
+  }
   CHORUS_LOG(INFO, COLL) << "returning " << chorus::codeName(s.code()) << ": " << tlsLastError;
   return toResult(s);
 }

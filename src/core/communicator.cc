@@ -327,11 +327,15 @@ Status Communicator::fail(const Status& why) {
 
 void Communicator::abort(const std::string& why) {
   Status s = remoteError("rank " + std::to_string(rank_) + " aborted the communicator: " + why);
+  // May be called from another thread while an operation runs: the flag makes the executor
+  // give up within ~100 ms; only then, holding the execution lock, are connections touched.
+  aborting_.store(true);
   {
     std::lock_guard<std::mutex> lock(queueMu_);
     for (auto& item : queue_) item.second->finish(s);
     queue_.clear();
   }
+  std::lock_guard<std::mutex> exec(execMu_);
   if (failed_.ok()) failed_ = s;
   for (auto& c : conns_)
     if (c) c->cancel(s).ignore();
@@ -465,6 +469,7 @@ Status Communicator::runSchedule(const sched::Schedule& s, std::vector<std::byte
   env.timeoutSeconds = timeoutSeconds_;
   env.deadline = net::deadlineIn(timeoutSeconds_);
   env.spinUs = spinUs_;
+  env.abortFlag = &aborting_;
   return executor_.run(s, std::move(buffers), dtype, op, id, env);
 }
 

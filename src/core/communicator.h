@@ -10,6 +10,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -175,7 +176,8 @@ class Communicator {
   std::mutex queueMu_;
   std::condition_variable queueCv_;
   std::deque<std::pair<std::function<Status()>, std::shared_ptr<Request>>> queue_;
-  int waiters_ = 0;  // threads inside waitFor(); the worker stands aside while > 0
+  int waiters_ = 0;
+  std::atomic<bool> aborting_{false};  // set by abort(), possibly from another thread  // threads inside waitFor(); the worker stands aside while > 0
   bool stopping_ = false;
   std::thread worker_;
 

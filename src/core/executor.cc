@@ -239,6 +239,9 @@ Status Executor::run(const sched::Schedule& schedule, std::vector<std::byte*> bu
 
   while (doneCount < n || headersPending > 0) {
     bool progressed = false;
+    if (env.abortFlag && env.abortFlag->load(std::memory_order_relaxed))
+      return remoteError(call + ": the communicator was aborted on rank " +
+                         std::to_string(env.rank) + " (chorusCommAbort)");
 
     // Headers first: a mismatch must be reported before any data op can fail on sizes.
     // A transport error seen here waits for the end of the round: if another peer's header

@@ -16,6 +16,7 @@
 // waking at least every 100 ms to check the deadline and the liveness of same-host peers.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -71,6 +72,8 @@ struct ExecEnv {
   std::chrono::steady_clock::time_point deadline;
   double timeoutSeconds = 300;
   int spinUs = 20;
+  // When set (chorusCommAbort, possibly from another thread), the run stops within ~100 ms.
+  const std::atomic<bool>* abortFlag = nullptr;
 };
 
 class Executor {

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "chorus/chorus.hpp"
@@ -383,6 +384,43 @@ TEST(Failure, KilledRankFailsEveryOtherRankWithin5Seconds) {
       }
     }
   }
+}
+
+TEST(Failure, AbortFromAnotherThreadUnblocksACall) {
+  auto out = runRanks(2, [](chorusComm_t comm, int rank, int) -> std::string {
+    chorusComm_t sub = nullptr;
+    RANK_OK(chorusCommSplit(comm, 0, rank, &sub));
+    float x = 1, y = 0;
+    if (rank == 1) {
+      ::usleep(1500000);  // late: rank 0 aborts before this call
+      chorusResult_t r = chorusAllReduce(&x, &y, 1, chorusFloat32, chorusSum, sub, nullptr);
+      RANK_CHECK(r == chorusRemoteError, std::string("the peer of an aborted communicator must "
+                                                     "fail, got ") + chorusGetErrorString(r));
+      RANK_OK(chorusCommDestroy(sub));
+      int64_t v = 1, sum = 0;
+      RANK_OK(chorusAllReduce(&v, &sum, 1, chorusInt64, chorusSum, comm, nullptr));
+      RANK_CHECK(sum == 2, "parent allreduce after the child was aborted");
+      return "";
+    }
+    std::atomic<double> abortedAt{0};
+    std::thread killer([&] {
+      ::usleep(200000);
+      abortedAt = monotonicSeconds();
+      chorusCommAbort(sub);
+    });
+    chorusResult_t r = chorusAllReduce(&x, &y, 1, chorusFloat32, chorusSum, sub, nullptr);
+    double after = monotonicSeconds() - abortedAt.load();
+    killer.join();
+    RANK_CHECK(r == chorusRemoteError, std::string("expected chorusRemoteError, got ") +
+                                           chorusGetErrorString(r));
+    RANK_CHECK(after < 1.0, "the call returned " + std::to_string(after) + " s after the abort");
+    // The parent communicator is untouched.
+    int64_t v = 1, sum = 0;
+    RANK_OK(chorusAllReduce(&v, &sum, 1, chorusInt64, chorusSum, comm, nullptr));
+    RANK_CHECK(sum == 2, "parent allreduce after aborting the child");
+    return "";
+  }, {.deadlineSeconds = 30});
+  EXPECT_EQ(summarize(out), "");
 }
 
 TEST(Failure, TimeoutIsBoundedAndNamesThePeer) {
