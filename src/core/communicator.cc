@@ -361,6 +361,7 @@ Status Communicator::ensureConnected(const std::vector<int>& peers) {
   std::vector<int> todo;
   for (int p : peers)
     if (!conns_[static_cast<size_t>(p)]) todo.push_back(p);
+  if (todo.empty()) return Status();  // the per-call path: nothing to set up
   std::stable_sort(todo.begin(), todo.end(), [&](int a, int b) {
     bool da = a > rank_, db = b > rank_;
     if (da != db) return da;

@@ -111,7 +111,8 @@ Status Executor::run(const sched::Schedule& schedule, std::vector<std::byte*> bu
   if (schedule.scratchBytes > 0 && buffers[sched::kScratch] == nullptr)
     buffers[sched::kScratch] = scratch(schedule.scratchBytes);
   auto ptr = [&](const sched::Range& r) { return buffers[r.buf] + r.offset; };
-  const std::string call = describeCall(id, schedule.algo.c_str());
+  // Formatted only when an error needs it: run() is on every call's hot path.
+  auto call = [&] { return describeCall(id, schedule.algo.c_str()); };
 
   // ---- Per-peer queues and the dependency graph ------------------------------------------
   std::vector<PeerState> peers(schedule.peers.size());
@@ -124,7 +125,7 @@ Status Executor::run(const sched::Schedule& schedule, std::vector<std::byte*> bu
     peers[i].peer = schedule.peers[i];
     peers[i].conn = env.connection(peers[i].peer);
     if (!peers[i].conn)
-      return internalError(call + ": no connection to rank " + std::to_string(peers[i].peer));
+      return internalError(call() + ": no connection to rank " + std::to_string(peers[i].peer));
   }
   std::vector<uint32_t> remaining(n);
   std::vector<uint32_t> depStart(n + 1, 0);
@@ -136,7 +137,7 @@ Status Executor::run(const sched::Schedule& schedule, std::vector<std::byte*> bu
         s.kind == sched::StepKind::kRecvReduce) {
       int pi = peerIndex(s.peer);
       if (pi < 0)
-        return internalError(call + ": " + describeStep(s, i) + " names a peer missing from peers");
+        return internalError(call() + ": " + describeStep(s, i) + " names a peer missing from peers");
       (s.kind == sched::StepKind::kSend ? peers[pi].sends : peers[pi].recvs).push_back(
           static_cast<uint32_t>(i));
     }
@@ -193,7 +194,7 @@ Status Executor::run(const sched::Schedule& schedule, std::vector<std::byte*> bu
     const WireHeader& a = p.mine;
     const WireHeader& b = p.theirs;
     if (b.magic != kHeaderMagic || b.version != kHeaderVersion)
-      return invalidUsage(call + ": rank " + std::to_string(p.peer) +
+      return invalidUsage(call() + ": rank " + std::to_string(p.peer) +
                           " sent a malformed operation header (another chorus version, or "
                           "ranks are running different operations)");
     OpIdentity other;
@@ -208,11 +209,11 @@ Status Executor::run(const sched::Schedule& schedule, std::vector<std::byte*> bu
     bool same = a.coll == b.coll && a.seq == b.seq && a.count == b.count && a.dtype == b.dtype &&
                 a.op == b.op && a.root == b.root && std::strncmp(a.algo, b.algo, sizeof(a.algo)) == 0;
     if (!same)
-      return invalidUsage("rank " + std::to_string(env.rank) + " called " + call + " but rank " +
+      return invalidUsage("rank " + std::to_string(env.rank) + " called " + call() + " but rank " +
                           std::to_string(p.peer) + " called " + describeCall(other, algoB));
     if (a.bytesToPeer != b.bytesFromPeer || a.msgsToPeer != b.msgsFromPeer ||
         a.bytesFromPeer != b.bytesToPeer || a.msgsFromPeer != b.msgsToPeer)
-      return invalidUsage(call + ": rank " + std::to_string(env.rank) + " sends " +
+      return invalidUsage(call() + ": rank " + std::to_string(env.rank) + " sends " +
                           std::to_string(a.bytesToPeer) + " bytes in " +
                           std::to_string(a.msgsToPeer) + " messages to rank " +
                           std::to_string(p.peer) + ", which expects " +
@@ -240,7 +241,7 @@ Status Executor::run(const sched::Schedule& schedule, std::vector<std::byte*> bu
   while (doneCount < n || headersPending > 0) {
     bool progressed = false;
     if (env.abortFlag && env.abortFlag->load(std::memory_order_relaxed))
-      return remoteError(call + ": the communicator was aborted on rank " +
+      return remoteError(call() + ": the communicator was aborted on rank " +
                          std::to_string(env.rank) + " (chorusCommAbort)");
 
     // Headers first: a mismatch must be reported before any data op can fail on sizes.
@@ -253,7 +254,7 @@ Status Executor::run(const sched::Schedule& schedule, std::vector<std::byte*> bu
         if (!p.headerRecvd) {
           Status st = p.conn->test(p.headerRecvOp, &done);
           if (!st.ok()) {
-            if (transportError.ok()) transportError = st.withContext(call);
+            if (transportError.ok()) transportError = st.withContext(call());
           } else if (done) {
             p.headerRecvd = true;
             --headersPending;
@@ -264,7 +265,7 @@ Status Executor::run(const sched::Schedule& schedule, std::vector<std::byte*> bu
         if (!p.headerSent) {
           Status st = p.conn->test(p.headerSendOp, &done);
           if (!st.ok()) {
-            if (transportError.ok()) transportError = st.withContext(call);
+            if (transportError.ok()) transportError = st.withContext(call());
           } else if (done) {
             p.headerSent = true;
             --headersPending;
@@ -329,7 +330,7 @@ Status Executor::run(const sched::Schedule& schedule, std::vector<std::byte*> bu
       PeerState& p = peers[static_cast<size_t>(po.peerIdx)];
       bool done = false;
       Status st = p.conn->test(po.op, &done);
-      if (!st.ok()) return st.withContext(call + " " + describeStep(steps[po.step], po.step));
+      if (!st.ok()) return st.withContext(call() + " " + describeStep(steps[po.step], po.step));
       if (!done) {
         ++k;
         continue;
@@ -361,7 +362,7 @@ Status Executor::run(const sched::Schedule& schedule, std::vector<std::byte*> bu
     // Nothing posted, nothing ready, headers done, steps left: the schedule itself is broken
     // (a dependency that can never be met). Say so now rather than at the timeout.
     if (posted.empty() && headersPending == 0 && readyLocal.empty() && doneCount < n)
-      return internalError(call + ": schedule cannot make progress (" +
+      return internalError(call() + ": schedule cannot make progress (" +
                            std::to_string(n - doneCount) + " steps blocked on dependencies)");
 
     // ---- Nothing moved: spin, then yield, then block -------------------------------------
@@ -370,7 +371,7 @@ Status Executor::run(const sched::Schedule& schedule, std::vector<std::byte*> bu
       std::string what = "nothing posted";
       if (!posted.empty()) what = describeStep(steps[posted.front().step], posted.front().step);
       else if (headersPending > 0) what = "the operation headers of its peers";
-      return timeoutError(call + ": timed out after " + std::to_string(env.timeoutSeconds) +
+      return timeoutError(call() + ": timed out after " + std::to_string(env.timeoutSeconds) +
                           " s on rank " + std::to_string(env.rank) + " waiting for " + what +
                           "; " + std::to_string(n - doneCount) + " of " + std::to_string(n) +
                           " steps outstanding");
@@ -383,7 +384,7 @@ Status Executor::run(const sched::Schedule& schedule, std::vector<std::byte*> bu
         if (!p.headerRecvd || !p.headerSent || p.nextSend < p.sends.size() ||
             p.nextRecv < p.recvs.size() || p.inflightSend > 0 || p.inflightRecv > 0)
           waitingOn.push_back(p.peer);
-      CHORUS_RETURN_IF_ERROR(env.checkPeers(waitingOn).withContext(call));
+      CHORUS_RETURN_IF_ERROR(env.checkPeers(waitingOn).withContext(call()));
     }
     ++idleRounds;
     auto idleFor = std::chrono::duration_cast<std::chrono::microseconds>(now - lastProgress);
@@ -405,7 +406,7 @@ Status Executor::run(const sched::Schedule& schedule, std::vector<std::byte*> bu
       // A transport without fds: keep polling test(), politely.
       sched_yield();
     } else if (::poll(fds.data(), fds.size(), waitMs) < 0 && errno != EINTR) {
-      return errnoStatus("poll", call);
+      return errnoStatus("poll", call());
     }
   }
   return Status();
