@@ -123,7 +123,6 @@ struct GroupedP2P {
 struct GroupState {
   int depth = 0;
   std::vector<std::variant<GroupedColl, GroupedP2P>> ops;
-  Status firstError;
 };
 thread_local GroupState tlsGroup;
 

@@ -36,18 +36,6 @@ uint64_t mix(uint64_t h, uint64_t v) {
   return h * 0xff51afd7ed558ccdull;
 }
 
-const std::string& collKey(sched::Coll c) {
-  static const std::map<sched::Coll, std::string> names = [] {
-    std::map<sched::Coll, std::string> m;
-    for (int i = 0; i <= static_cast<int>(sched::Coll::kSendRecv); ++i) {
-      auto c = static_cast<sched::Coll>(i);
-      m[c] = sched::collName(c);
-    }
-    return m;
-  }();
-  return names.at(c);
-}
-
 // Strips a "collective:" prefix from a registry name.
 std::string shortAlgoName(const char* name) {
   std::string s = name;
@@ -193,7 +181,6 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::create(
   c->boot_ = std::move(boot);
   c->conns_.resize(static_cast<size_t>(nranks));
   c->connTransport_.assign(static_cast<size_t>(nranks), -1);
-  c->peerDead_.assign(static_cast<size_t>(nranks), 0);
 
   CHORUS_RETURN_IF_ERROR(c->connectEagerly());
 
@@ -448,7 +435,7 @@ StatusOr<std::shared_ptr<const sched::Schedule>> Communicator::scheduleFor(
   if (!algo)
     return internalError(std::string("no algorithm for ") + sched::collName(d.coll));
   auto s = std::make_shared<sched::Schedule>(algo::makeSchedule(*algo, d, rank_, nranks_));
-  *algoName = collKey(d.coll) + ":" + shortAlgoName(algo->name);
+  *algoName = std::string(sched::collName(d.coll)) + ":" + shortAlgoName(algo->name);
   CHORUS_LOG(INFO, TUNE) << *algoName << " for " << sched::collName(d.coll) << " count "
                          << d.count << " x " << d.elemSize << " B on " << nranks_ << " ranks ("
                          << (forced != forcedAlgo_.end() ? "forced by CHORUS_ALGO" : "default rule")
@@ -670,7 +657,6 @@ Status Communicator::split(int color, int key, std::unique_ptr<Communicator>* ou
     }
     child->conns_.resize(members.size());
     child->connTransport_.assign(members.size(), -1);
-    child->peerDead_.assign(members.size(), 0);
     CHORUS_RETURN_IF_ERROR(child->connectEagerly().withContext("split"));
     CHORUS_LOG(INFO, INIT) << "split: rank " << rank_ << " -> rank " << newRank << "/"
                            << members.size() << " (color " << color << ", key " << key << ")";

@@ -104,7 +104,6 @@ class Communicator {
   Status waitFor(const std::shared_ptr<Request>& req);
 
   void setTimeout(double seconds) { timeoutSeconds_ = seconds; }
-  double timeout() const { return timeoutSeconds_; }
   CommStats stats();
 
   // PreMulSum operators: scalar bytes of `dtype`; returns the new op value (>= chorusNumOps).
@@ -147,7 +146,6 @@ class Communicator {
   std::vector<std::unique_ptr<Transport>> transports_;
   std::vector<std::unique_ptr<Connection>> conns_;  // by peer rank, lazily
   std::vector<int> connTransport_;                  // index into transports_, -1 if none
-  std::vector<char> peerDead_;
   Executor executor_;
   uint64_t collSeq_ = 0;
   uint64_t splitSeq_ = 0;

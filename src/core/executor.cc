@@ -235,7 +235,6 @@ Status Executor::run(const sched::Schedule& schedule, std::vector<std::byte*> bu
   const Tag tag = dataTag(id.seq);
   auto lastProgress = std::chrono::steady_clock::now();
   auto lastLiveness = lastProgress;
-  int idleRounds = 0;
   std::vector<pollfd> fds;
 
   while (doneCount < n || headersPending > 0) {
@@ -354,7 +353,6 @@ Status Executor::run(const sched::Schedule& schedule, std::vector<std::byte*> bu
     }
 
     if (progressed) {
-      idleRounds = 0;
       lastProgress = std::chrono::steady_clock::now();
       continue;
     }
@@ -386,7 +384,6 @@ Status Executor::run(const sched::Schedule& schedule, std::vector<std::byte*> bu
           waitingOn.push_back(p.peer);
       CHORUS_RETURN_IF_ERROR(env.checkPeers(waitingOn).withContext(call()));
     }
-    ++idleRounds;
     auto idleFor = std::chrono::duration_cast<std::chrono::microseconds>(now - lastProgress);
     if (idleFor.count() < env.spinUs) continue;
     if (idleFor.count() < env.spinUs + 200) {
