@@ -17,6 +17,7 @@
 
 #include <poll.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -53,6 +54,13 @@ struct Op {
   uint64_t id = 0;
 };
 
+// A 32-bit word in shared memory whose change from `value` means progress may be possible: a
+// blocked waiter sleeps on it with a futex (transports without file descriptors).
+struct WaitWord {
+  const std::atomic<uint32_t>* addr = nullptr;
+  uint32_t value = 0;
+};
+
 // Bytes moved by one connection; the communicator adds them up per transport and host class.
 struct ConnStats {
   uint64_t bytesSent = 0;
@@ -75,6 +83,25 @@ class Connection {
   // For blocking waits: the fd to poll and the events that mean "progress may be possible now"
   // (POLLOUT only while sends are pending). fd -1 means the caller must keep polling test().
   virtual void pollInfo(int* fd, short* events) const = 0;
+
+  // False while the peer has not finished its side of connect() (shared memory: the creator of
+  // a segment returns before its peer has mapped it). The communicator waits, bounded, until
+  // every new connection says true, so no rank leaves connection setup before its peers.
+  virtual bool connected() const { return true; }
+
+  // For blocking waits on shared-memory transports. Arms the peer's wake-up and appends the words
+  // to sleep on; returns false instead when progress is possible right now (do not sleep). The
+  // caller calls endWait() after sleeping. Transports with an fd leave the defaults.
+  virtual bool prepareWait(std::vector<WaitWord>& /*words*/) { return false; }
+  virtual void endWait() {}
+
+  // One-sided read of the peer's memory: `bytes` at the peer's address `remote` into `dst`.
+  // Only where canRead() (shared memory with cross-memory attach; later CUDA IPC, RDMA).
+  // Blocking: returns when the bytes have landed.
+  virtual bool canRead() const { return false; }
+  virtual Status read(void* /*dst*/, uint64_t /*remote*/, size_t /*bytes*/) {
+    return internalError("this transport cannot read peer memory");
+  }
 
   virtual ConnStats stats() const = 0;
 };

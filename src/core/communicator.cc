@@ -8,6 +8,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "algorithms/kernels/reduce.h"
 #include "algorithms/registry.h"
@@ -17,6 +18,7 @@
 #include "src/core/config.h"
 #include "src/core/logging.h"
 #include "src/core/socket_util.h"
+#include "transports/shm/shm_transport.h"
 #include "transports/tcp/tcp_transport.h"
 
 namespace chorus {
@@ -157,6 +159,7 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::create(
   c->commId_ = id;
 
   CHORUS_ASSIGN_OR_RETURN(c->listenAddr_, chooseListenAddress(&job.root));
+  c->transports_.push_back(makeShmTransport(rank, c->commId_));
   c->transports_.push_back(makeTcpTransport(rank, c->commId_, c->listenAddr_));
 
   PeerInfo self;
@@ -356,6 +359,7 @@ Status Communicator::ensureConnected(const std::vector<int>& peers) {
   });
   std::string allowed = config::getString("CHORUS_TRANSPORT");
   auto deadline = net::deadlineIn(timeoutSeconds_);
+  std::vector<int> made;
   for (int p : todo) {
     const PeerInfo& me = peers_[static_cast<size_t>(rank_)];
     const PeerInfo& them = peers_[static_cast<size_t>(p)];
@@ -394,9 +398,29 @@ Status Communicator::ensureConnected(const std::vector<int>& peers) {
     }
     conns_[static_cast<size_t>(p)] = std::move(conn).value();
     connTransport_[static_cast<size_t>(p)] = best;
+    made.push_back(p);
     CHORUS_LOG(INFO, NET) << "rank " << rank_ << " -> rank " << p << " via "
                           << transports_[static_cast<size_t>(best)]->name()
                           << (them.hostId == me.hostId ? " (same host)" : " (other host)");
+  }
+  // Connections whose peer has yet to finish its side (a shared-memory segment it has not
+  // mapped): wait, so that no rank leaves setup — and possibly exits — before its peers found it.
+  auto pause = std::chrono::microseconds(20);
+  auto lastCheck = net::Clock::now();
+  for (int p : made) {
+    while (!conns_[static_cast<size_t>(p)]->connected()) {
+      auto now = net::Clock::now();
+      if (now >= deadline)
+        return timeoutError("connecting rank " + std::to_string(rank_) + " to rank " +
+                            std::to_string(p) + ": it did not complete its side within " +
+                            std::to_string(timeoutSeconds_) + " s");
+      if (now - lastCheck > std::chrono::milliseconds(100)) {
+        lastCheck = now;
+        CHORUS_RETURN_IF_ERROR(checkPeers({p}).withContext("connecting to rank " + std::to_string(p)));
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(1000));
+    }
   }
   return Status();
 }
@@ -646,12 +670,17 @@ Status Communicator::split(int color, int key, std::unique_ptr<Communicator>* ou
     child->spinUs_ = spinUs_;
     child->chunkBytes_ = chunkBytes_;
     child->forcedAlgo_ = forcedAlgo_;
+    // The shm endpoint (pid, namespaces) is the process's own, so the parent's record serves.
+    child->transports_.push_back(makeShmTransport(newRank, childId));
     child->transports_.push_back(std::move(childTcp));
     for (size_t i = 0; i < members.size(); ++i) {
       PeerInfo p = peers_[static_cast<size_t>(members[i])];
       const Record& rec = all[static_cast<size_t>(members[i])];
       p.rank = static_cast<int>(i);
+      auto shmBlob = p.endpoints.find("shm");
+      EndpointBlob shm = shmBlob == p.endpoints.end() ? EndpointBlob() : shmBlob->second;
       p.endpoints.clear();
+      if (!shm.empty()) p.endpoints["shm"] = std::move(shm);
       p.endpoints["tcp"] = EndpointBlob(rec.blob, rec.blob + rec.blobLen);
       child->peers_.push_back(std::move(p));
     }

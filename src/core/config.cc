@@ -20,6 +20,8 @@ constexpr EnvVar kVars[] = {
     {"CHORUS_HOST_ID", "", "overrides the host identity (boot id + hostname); ranks with equal ids are on one host"},
     // Transports
     {"CHORUS_TRANSPORT", "", "comma-separated transports allowed, e.g. tcp (default: all built)"},
+    {"CHORUS_SHM_CMA", "1", "1: the shm transport reads large messages straight from the sender's memory (process_vm_readv) and enables the direct algorithms; 0: copy everything through shared slots"},
+    {"CHORUS_SHM_CMA_MIN", "64K", "messages from this size up go by cross-memory attach instead of through shared slots"},
     {"CHORUS_SOCKET_IFNAME", "", "network interfaces for TCP: prefixes, comma-separated; ^ excludes, = exact (default: the interface that reaches the root, else the first non-loopback)"},
     {"CHORUS_SOCKET_FAMILY", "", "AF_INET or AF_INET6 to force the address family of TCP sockets"},
     {"CHORUS_CONNECT", "eager", "eager: connect every pair of ranks when the communicator is created (a failure anywhere reaches every rank directly); lazy: connect a pair at its first message (fewer sockets for large jobs)"},

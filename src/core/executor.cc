@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "algorithms/kernels/reduce.h"
+#include "src/core/futex.h"
 #include "src/core/logging.h"
 
 namespace chorus {
@@ -236,6 +237,7 @@ Status Executor::run(const sched::Schedule& schedule, std::vector<std::byte*> bu
   auto lastProgress = std::chrono::steady_clock::now();
   auto lastLiveness = lastProgress;
   std::vector<pollfd> fds;
+  std::vector<WaitWord> words;
 
   while (doneCount < n || headersPending > 0) {
     bool progressed = false;
@@ -391,20 +393,34 @@ Status Executor::run(const sched::Schedule& schedule, std::vector<std::byte*> bu
       continue;
     }
     fds.clear();
+    words.clear();
+    bool sleepOk = true;
     for (const PeerState& p : peers) {
       int fd = -1;
       short events = 0;
       p.conn->pollInfo(&fd, &events);
-      if (fd >= 0 && events) fds.push_back({fd, events, 0});
+      if (fd >= 0) {
+        if (events) fds.push_back({fd, events, 0});
+      } else if (!p.conn->prepareWait(words)) {
+        sleepOk = false;  // that connection can progress right now
+      }
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(env.deadline - now).count();
     int waitMs = static_cast<int>(std::clamp<long long>(left, 0, 100));
-    if (fds.empty()) {
-      // A transport without fds: keep polling test(), politely.
+    if (!sleepOk) {
+      // Nothing to sleep on.
+    } else if (!words.empty() && fds.empty()) {
+      futex::waitAny(words, waitMs);
+    } else if (!fds.empty()) {
+      // Sockets and shared memory at once: poll the sockets in short slices so the shared
+      // memory words are looked at every millisecond.
+      if (!words.empty()) waitMs = std::min(waitMs, 1);
+      if (::poll(fds.data(), fds.size(), waitMs) < 0 && errno != EINTR)
+        return errnoStatus("poll", call());
+    } else {
       sched_yield();
-    } else if (::poll(fds.data(), fds.size(), waitMs) < 0 && errno != EINTR) {
-      return errnoStatus("poll", call());
     }
+    for (const PeerState& p : peers) p.conn->endWait();
   }
   return Status();
 }

@@ -218,13 +218,20 @@ TEST(Stats, CountsBytesAndAlgorithms) {
     chorusStats_t s{};
     s.structSize = sizeof(s);
     RANK_OK(chorusCommGetStats(comm, &s));
-    RANK_CHECK(s.numTransports >= 1 && std::string(s.transports[0].name) == "tcp", "tcp stats");
+    // Every peer is on this host: shared memory carries everything, TCP nothing.
+    int shm = -1, tcp = -1;
+    for (int i = 0; i < s.numTransports; ++i) {
+      if (std::string(s.transports[i].name) == "shm") shm = i;
+      if (std::string(s.transports[i].name) == "tcp") tcp = i;
+    }
+    RANK_CHECK(shm >= 0 && tcp >= 0, "both transports are listed");
     // Ring allreduce: each rank sends 2 (n-1)/n of the buffer per call, plus small headers.
     uint64_t want = 2 * 2 * (n - 1) * (count * 4 / n);
-    uint64_t sent = s.transports[0].bytesSentIntraHost;
+    uint64_t sent = s.transports[shm].bytesSentIntraHost;
     RANK_CHECK(sent >= want && sent < want + 4096,
                "bytes sent " + std::to_string(sent) + ", expected about " + std::to_string(want));
-    RANK_CHECK(s.transports[0].bytesSentInterHost == 0, "all ranks are on this host");
+    RANK_CHECK(s.transports[shm].bytesSentInterHost == 0, "all ranks are on this host");
+    RANK_CHECK(s.transports[tcp].bytesSentIntraHost == 0, "tcp is not used on one host");
     bool found = false;
     for (int i = 0; i < s.numAlgos; ++i)
       if (std::string(s.algos[i].name) == "allreduce:ring" && s.algos[i].count == 2) found = true;
@@ -232,7 +239,7 @@ TEST(Stats, CountsBytesAndAlgorithms) {
     s.structSize = 1;
     RANK_CHECK(chorusCommGetStats(comm, &s) == chorusInvalidArgument, "structSize is checked");
     return "";
-  }, {.deadlineSeconds = 60});
+  }, {.deadlineSeconds = 60, .env = {{"CHORUS_ALGO", "allreduce:ring"}}});
   EXPECT_EQ(summarize(out), "");
 }
 

@@ -1,0 +1,24 @@
+// Futex waits and wakes on 32-bit words in memory shared between processes.
+//
+// Shared-memory transports publish progress by changing a word (a ring's head or tail); a waiter
+// with nothing else to do sleeps until one of the words it watches changes. The words live in a
+// MAP_SHARED segment, so these are the process-shared (non-private) futex operations.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <span>
+
+#include "transports/transport.h"
+
+namespace chorus::futex {
+
+// Wakes every waiter sleeping on `word`.
+void wakeAll(const std::atomic<uint32_t>* word);
+
+// Sleeps until one of `words` no longer holds its value, `timeoutMs` has passed, or a signal
+// arrives; returns at once when one already differs. Uses futex_waitv (Linux 5.16) for several
+// words; on older kernels it sleeps on the first word for at most 1 ms at a time.
+void waitAny(std::span<const WaitWord> words, int timeoutMs);
+
+}  // namespace chorus::futex
