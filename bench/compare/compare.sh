@@ -1,0 +1,197 @@
+#!/usr/bin/env bash
+# chorus vs OpenMPI vs Gloo on this machine, in one run, against the memory bound.
+#
+#   bench/compare/compare.sh [build-dir] [reps] [ranks...]      (defaults: build 5 "2 4")
+#
+# For each rank count and each of `reps` repetitions, runs every system once, interleaved (so
+# slow drifts of a shared machine hit all systems alike), with the same sizes, iterations,
+# warm-up and correctness check (float sum, out-of-place):
+#   chorus  chorus-run + chorus-perf, default transport; CHORUS_* variables pass through, e.g.
+#           CHORUS_TRANSPORT=tcp forces TCP
+#   ompi    mpirun + bench/compare/mpi_perf (MPI_Allreduce / MPI_Allgather /
+#           MPI_Reduce_scatter_block), shared memory: btl vader (CMA single copy) + self
+#   gloo    chorus-run + bench/compare/gloo_perf (gloo::allreduce ring, TCP on 127.0.0.1);
+#           allreduce only
+# then prints, per collective and rank count, the medians over the repetitions:
+#   size | time and busbw of each system | chorus/ompi | chorus as % of the memory bound
+# and writes into OUT: raw.csv (every run), summary.csv (medians), <coll>.png (busbw and
+# latency against size, log-log, one line per system and rank count), logs/ (every run's
+# output), membw.txt, meta.txt.
+#
+# Memory bound. membw runs once first and measures the counted traffic of memcpy (read+write)
+# and of c = a + b (2 reads + 1 write) on 256 MiB arrays with 1 and 2 threads; M is the best of
+# those figures. A collective on one host can at best read each input byte once and write each
+# output byte once, all at M (however the work is split among ranks and cores). With n ranks and
+# S the size column (the largest buffer of one rank):
+#   allreduce      n inputs + n outputs of S = 2nS bytes;  busbw = 2(n-1)/n * S / time
+#                  => bound = (n-1) M / n^2         (2 ranks: M/4, e.g. 42 GB/s -> 10.5 GB/s)
+#   allgather      inputs S in all, outputs nS      => bound = (n-1) M / (n(n+1))
+#   reducescatter  inputs nS, outputs S in all      => bound = (n-1) M / (n(n+1))
+# Real implementations move more (staging copies through shared buffers, reads-for-ownership
+# of written lines), so 100% is not reachable; the percentage says how much is left.
+#
+# Environment:
+#   SIZES       allreduce size flags                      (default "-b 8 -e 256M -f 4")
+#   COLL_SIZES  allgather/reducescatter size flags        (default "-b 1M -e MAX -f 4", MAX
+#               the -e of SIZES)
+#   COLLS       collectives to run     (default "allreduce allgather reducescatter")
+#   SYSTEMS     systems to run                            (default "chorus ompi gloo")
+#   ITERS, WARMUP  timed / warm-up calls per size         (default 20, 3)
+#   MPI_MCA     mpirun flags choosing OpenMPI's transport (default "--mca btl vader,self")
+#   RUN_TIMEOUT seconds one run may take                  (default 1800)
+#   MEMBW       0: skip the memory probe and the bound    (default 1)
+#   PLOT        0: no PNG                                 (default 1)
+#   OUT         output directory          (default bench/compare/results/<date>-<time>)
+# Fails (exit 1, naming the run and its log) when any run exits non-zero, times out, prints no
+# result rows or reports wrong elements.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+build=${1:-build}
+reps=${2:-5}
+if [ $# -gt 2 ]; then
+  ranks=("${@:3}")
+else
+  ranks=(2 4)
+fi
+sizes=${SIZES:--b 8 -e 256M -f 4}
+# allgather/reducescatter: from 1 MiB up to the allreduce maximum, so a short SIZES sweep keeps
+# the whole run short.
+max_size=$(sed -nE 's/.*-e +([0-9.]+[KkMmGg]?).*/\1/p' <<<"$sizes")
+coll_sizes=${COLL_SIZES:--b 1M -e ${max_size:-256M} -f 4}
+colls=${COLLS:-allreduce allgather reducescatter}
+systems=${SYSTEMS:-chorus ompi gloo}
+iters=${ITERS:-20}
+warmup=${WARMUP:-3}
+mpi_mca=${MPI_MCA:---mca btl vader,self}
+run_timeout=${RUN_TIMEOUT:-1800}
+out=${OUT:-$here/results/$(date +%Y%m%d-%H%M%S)}
+
+fail() {
+  echo "compare: FAILED: $*" >&2
+  exit 1
+}
+has() {  # has WORD LIST...: whether WORD is one of the (space-separated) words
+  local w=$1
+  shift
+  [[ " $* " == *" $w "* ]]
+}
+
+build=$(cd "$build" && pwd) || fail "no build directory $build"
+chorus_run=$build/tools/chorus-run/chorus-run
+chorus_perf=$build/tools/chorus-perf/chorus-perf
+mpi_perf=$build/bench/compare/mpi_perf
+gloo_perf=$build/bench/compare/gloo_perf
+membw=$build/bench/compare/membw
+need=("$chorus_run")
+has chorus "$systems" && need+=("$chorus_perf")
+has ompi "$systems" && need+=("$mpi_perf")
+has gloo "$systems" && need+=("$gloo_perf")
+[ "${MEMBW:-1}" = 0 ] || need+=("$membw")
+for f in "${need[@]}"; do
+  [ -x "$f" ] || fail "$f not built (cmake --build $build; gloo_perf needs libgloo-dev, mpi_perf" \
+    "OpenMPI: scripts/install-deps.sh), or leave the system out with SYSTEMS=..."
+done
+if has ompi "$systems"; then
+  command -v mpirun >/dev/null || fail "mpirun not found (openmpi-bin)"
+fi
+if [ "${PLOT:-1}" != 0 ]; then
+  command -v gnuplot >/dev/null || fail "gnuplot not found (gnuplot-nox), or set PLOT=0"
+fi
+command -v python3 >/dev/null || fail "python3 not found"
+
+mkdir -p "$out/logs"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# Loopback only: chorus's TCP, OpenMPI's out-of-band channel (and TCP BTL if chosen).
+export CHORUS_SOCKET_IFNAME=${CHORUS_SOCKET_IFNAME:-lo}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+{
+  echo "date: $(date -Iseconds)"
+  echo "command: $0 $*"
+  echo "git: $(git -C "$here" describe --always --dirty 2>/dev/null || echo unknown)"
+  echo "host: $(uname -srm), $(nproc) cpus, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
+  echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "sizes: allreduce '$sizes'; allgather/reducescatter '$coll_sizes'"
+  echo "iters: $iters, warmup $warmup"
+  echo "mpirun: $mpi_mca"
+  env | grep '^CHORUS_' | sort || true
+} >"$out/meta.txt"
+{
+  ! has chorus "$systems" ||
+    printf 'chorus\tchorus-perf, transport %s\n' "${CHORUS_TRANSPORT:-default}"
+  ! has ompi "$systems" ||
+    printf 'ompi\t%s, mpirun %s\n' "$(mpirun --version | head -n1)" "$mpi_mca"
+  ! has gloo "$systems" ||
+    printf 'gloo\tGloo (Debian libgloo) gloo::allreduce ring, TCP on 127.0.0.1\n'
+} >"$out/labels.txt"
+
+# run LOG CMD...: runs CMD bounded by RUN_TIMEOUT with its output in LOG; any failure ends the
+# whole comparison, since a table with a silently missing or wrong run would mislead.
+run() {
+  local log=$1 rc=0
+  shift
+  timeout --kill-after=10 "$run_timeout" "$@" >"$log" 2>&1 || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    tail -n 20 "$log" >&2
+    [ "$rc" -ne 124 ] || fail "timed out after ${run_timeout}s: $* (log: $log)"
+    fail "exit status $rc: $* (log: $log)"
+  fi
+}
+
+# record SYSTEM COLL N REP LOG: appends LOG's table rows to raw.csv. The three tools print the
+# same columns: size count type redop root time algbw busbw #wrong (chorus-perf then adds the
+# in-place half, not used here).
+record() {
+  local system=$1 coll=$2 n=$3 rep=$4 log=$5
+  awk '/^ +[0-9]/ {print $1, $6, $8, $9}' "$log" >"$tmp/rows"
+  [ -s "$tmp/rows" ] || fail "no result rows in $log"
+  if awk '$4 != "0" {bad = 1} END {exit !bad}' "$tmp/rows"; then
+    fail "wrong results (#wrong column, or unchecked N/A) in $log:" \
+      "$(awk '$4 != "0" {printf " %s B: %s;", $1, $4}' "$tmp/rows")"
+  fi
+  awk -v s="$system" -v c="$coll" -v n="$n" -v r="$rep" \
+    '{printf "%s,%s,%s,%s,%s,%s,%s,%s\n", s, c, n, r, $1, $2, $3, $4}' "$tmp/rows" >>"$out/raw.csv"
+}
+
+if [ "${MEMBW:-1}" != 0 ]; then
+  echo "compare: membw" >&2
+  run "$out/membw.txt" "$membw"
+  cat "$out/membw.txt"
+else
+  rm -f "$out/membw.txt"
+fi
+
+echo "system,coll,nranks,rep,size,time_us,busbw_gbps,wrong" >"$out/raw.csv"
+for n in "${ranks[@]}"; do
+  for rep in $(seq 1 "$reps"); do
+    for coll in $colls; do
+      if [ "$coll" = allreduce ]; then sz=$sizes; else sz=$coll_sizes; fi
+      # shellcheck disable=SC2206  # the size flags are meant to split into words
+      flags=(--coll "$coll" $sz -n "$iters" -w "$warmup" -c 1)
+      for system in $systems; do
+        log=$out/logs/$coll-$system-n$n-r$rep.log
+        case $system in
+          chorus)
+            run "$log" "$chorus_run" -n "$n" --no-prefix -- "$chorus_perf" "${flags[@]}" ;;
+          ompi)
+            # shellcheck disable=SC2086  # MPI_MCA is a list of flags
+            run "$log" mpirun -np "$n" --oversubscribe $mpi_mca --mca btl_tcp_if_include lo \
+              --mca oob_tcp_if_include lo "$mpi_perf" "${flags[@]}" ;;
+          gloo)
+            [ "$coll" = allreduce ] || continue
+            # gloo_perf's rendezvous files go to TMPDIR: keep them in our own temp dir.
+            TMPDIR=$tmp run "$log" "$chorus_run" -n "$n" --no-prefix -- \
+              "$gloo_perf" "${flags[@]}" ;;
+          *) fail "unknown system $system (chorus, ompi, gloo)" ;;
+        esac
+        record "$system" "$coll" "$n" "$rep" "$log"
+        echo "compare: $n ranks, run $rep/$reps: $coll $system done" >&2
+      done
+    done
+  done
+done
+
+python3 "$here/summarize.py" "$out" | tee "$out/tables.txt"
+echo "compare: results in $out" >&2
