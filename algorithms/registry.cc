@@ -35,6 +35,25 @@ constexpr AlgoInfo kAlgorithms[] = {
      &buildLinearScatter},
     {Coll::kBarrier, "dissemination", "ceil(log2 n) rounds of 1-byte tokens to r+2^k",
      &buildDisseminationBarrier},
+    // One-sided (Schedule::needsOneSided()): only for transports that can read peer memory.
+    {Coll::kAllReduce, "twoshot",
+     "one-sided: each rank reduces its slice from all inputs, then reads every reduced slice",
+     &buildTwoShotAllReduce},
+    {Coll::kReduceScatter, "direct", "one-sided: each rank reduces its block from all inputs",
+     &buildDirectReduceScatter},
+    {Coll::kAllGather, "direct", "one-sided: each rank reads every input into its output",
+     &buildDirectAllGather},
+    {Coll::kBroadcast, "direct", "one-sided: every rank reads the root's input",
+     &buildDirectBroadcast},
+    {Coll::kReduce, "direct",
+     "one-sided: each rank reduces its slice from all inputs, the root reads the slices",
+     &buildDirectReduce},
+    {Coll::kAllToAll, "direct", "one-sided: each rank reads its block of every input",
+     &buildDirectAllToAll},
+    {Coll::kGather, "direct", "one-sided: the root reads every rank's input",
+     &buildDirectGather},
+    {Coll::kScatter, "direct", "one-sided: every rank reads its block of the root's input",
+     &buildDirectScatter},
 };
 
 }  // namespace
@@ -51,17 +70,38 @@ const AlgoInfo* findAlgorithm(Coll coll, std::string_view name) {
   return nullptr;
 }
 
-// The selection rule until the topology-aware tuner exists: each collective's first registered
-// algorithm, except all-reduce of small messages on few ranks, which is latency-bound and takes
-// one step with one-shot instead of 2(n-1) with the ring (measured over TCP on 2 cores: 8 B,
-// 2 ranks, 26 us ring vs 13 us one-shot; see docs/performance.md).
-const AlgoInfo* defaultAlgorithm(Coll coll, const sched::CollDesc& d, int nranks) {
-  if (coll == Coll::kAllReduce && nranks > 1 && nranks <= 16 &&
-      d.count * d.elemSize <= kOneShotMaxBytes)
-    return findAlgorithm(coll, "oneshot");
+// The selection rule until the topology-aware tuner exists.
+//
+// Without shared memory: each collective's first registered algorithm, except all-reduce of
+// small messages on few ranks, which is latency-bound and takes one step with one-shot instead of
+// 2(n-1) with the ring (measured over TCP on 2 cores: 8 B, 2 ranks, 26 us ring vs 13 us one-shot).
+//
+// All ranks on one host with cross-memory attach (docs/performance.md has the measurements):
+// all-reduces that fit the staging slots run one-shot through them; larger ones two-shot, which
+// reads each input byte once and writes each output byte once; the other collectives read
+// directly from their peers once a message is large enough that one process_vm_readv per peer
+// beats copying through the rings (kDirectMinBytes).
+const AlgoInfo* defaultAlgorithm(Coll coll, const sched::CollDesc& d, const Platform& p) {
+  const uint64_t bytes = d.count * d.elemSize;
+  const int n = p.nranks;
+  if (coll == Coll::kAllReduce && n > 1) {
+    if (p.stagingBytes > 0 && bytes <= p.stagingBytes) return findAlgorithm(coll, "oneshot");
+    if (p.oneSided) return findAlgorithm(coll, "twoshot");
+    if (n <= 16 && bytes <= kOneShotMaxBytes) return findAlgorithm(coll, "oneshot");
+  }
+  if (p.oneSided && n > 1 && coll != Coll::kBarrier && coll != Coll::kAllToAllv &&
+      bytes >= kDirectMinBytes) {
+    if (const AlgoInfo* a = findAlgorithm(coll, "direct")) return a;
+  }
   for (const AlgoInfo& a : kAlgorithms)
     if (a.coll == coll) return &a;
   return nullptr;
+}
+
+const AlgoInfo* defaultAlgorithm(Coll coll, const sched::CollDesc& d, int nranks) {
+  Platform p;
+  p.nranks = nranks;
+  return defaultAlgorithm(coll, d, p);
 }
 
 sched::Schedule makeSchedule(const AlgoInfo& algo, const sched::CollDesc& d, int rank,

@@ -30,6 +30,18 @@ const AlgoInfo* findAlgorithm(sched::Coll coll, std::string_view name);
 // The algorithm to use when nothing overrides the choice, or nullptr when `coll` has none
 // (kSendRecv). For now every collective has exactly one algorithm; the cost model in
 // src/tuning/ will replace this rule.
+// What the rule may rely on besides the call itself.
+struct Platform {
+  int nranks = 1;
+  // Every rank can read every other's memory (shared memory with cross-memory attach), so the
+  // one-sided direct algorithms run.
+  bool oneSided = false;
+  // Size of the host staging slots when all ranks share a host (0: none): all-reduces up to it
+  // run one-shot through the slots.
+  uint64_t stagingBytes = 0;
+};
+const AlgoInfo* defaultAlgorithm(sched::Coll coll, const sched::CollDesc& d, const Platform& p);
+// A platform without shared memory: defaultAlgorithm(coll, d, Platform{nranks}).
 const AlgoInfo* defaultAlgorithm(sched::Coll coll, const sched::CollDesc& d, int nranks);
 
 // build() followed by finalize(): what an executor runs.

@@ -119,7 +119,19 @@ uint64_t extent(const std::vector<uint64_t>& counts, const std::vector<uint64_t>
 }
 
 bool isRecv(StepKind k) { return k == StepKind::kRecv || k == StepKind::kRecvReduce; }
-bool hasPeer(StepKind k) { return k == StepKind::kSend || isRecv(k); }
+// Steps that post a message (to the peer's entry queue) and steps that take one.
+bool isExit(StepKind k) { return k == StepKind::kSend || k == StepKind::kNotify; }
+bool isEntry(StepKind k) { return isRecv(k) || k == StepKind::kWait; }
+bool hasPeer(StepKind k) { return k != StepKind::kCopy && k != StepKind::kReduce; }
+// Steps that read a local `a`, a local `b`, and write `dst`.
+bool readsLocalA(StepKind k) {
+  return k == StepKind::kSend || k == StepKind::kRecvReduce || k == StepKind::kCopy ||
+         k == StepKind::kReduce;
+}
+bool readsLocalB(StepKind k) { return k == StepKind::kReduce || k == StepKind::kGetReduce; }
+bool writesDst(StepKind k) {
+  return k != StepKind::kSend && k != StepKind::kNotify && k != StepKind::kWait;
+}
 
 std::string bufName(BufId b) {
   if (b == kInput) return "input";
@@ -144,6 +156,14 @@ std::string describe(const Step& s) {
     case StepKind::kCopy: return d + " " + rangeName(s.a) + " -> " + rangeName(s.dst);
     case StepKind::kReduce:
       return d + " " + rangeName(s.a) + " + " + rangeName(s.b) + " -> " + rangeName(s.dst);
+    case StepKind::kGet:
+      return d + " from " + std::to_string(s.peer) + " " + rangeName(s.a) + " -> " +
+             rangeName(s.dst);
+    case StepKind::kGetReduce:
+      return d + " from " + std::to_string(s.peer) + " " + rangeName(s.a) + " + " +
+             rangeName(s.b) + " -> " + rangeName(s.dst);
+    case StepKind::kNotify: return d + " " + std::to_string(s.peer);
+    case StepKind::kWait: return d + " for " + std::to_string(s.peer);
   }
   return d;
 }
@@ -186,6 +206,7 @@ class Checker {
     CHORUS_RETURN_IF_ERROR(validateArgs());
     for (int r = 0; r < n_; ++r) layouts_.push_back(layoutOf(r));
     CHORUS_RETURN_IF_ERROR(validateSchedules());
+    if (opts_.proveOrder) CHORUS_RETURN_IF_ERROR(proveOneSided());
     initialMemory();
     CHORUS_RETURN_IF_ERROR(runProgramOrder());
     CHORUS_RETURN_IF_ERROR(checkOutputs(""));
@@ -300,15 +321,17 @@ class Checker {
 
   // ---- check 1: static shape of every schedule ----
 
-  Status checkRange(int r, uint32_t i, const Step& st, const Range& rg, const char* what) const {
-    const Layout& L = layouts_[r];
+  // `rg` is a range of rank `owner`'s buffers: r's own, or the peer's for a get's `a`.
+  Status checkRange(int r, uint32_t i, const Step& st, const Range& rg, const char* what,
+                    int owner) const {
+    const Layout& L = layouts_[owner];
     uint64_t size = 0;
     if (rg.buf == kInput) {
       size = L.logical[kInMem] * L.unit;
     } else if (rg.buf == kOutput) {
       size = L.logical[kOutMem] * L.unit;
     } else if (rg.buf == kScratch) {
-      size = scheds_[r].scratchBytes;
+      size = scheds_[owner].scratchBytes;
     } else {
       return internalError(at(r, i, st) + ": " + what + " names " + bufName(rg.buf) +
                            ", which a " + collName(coll_) + " does not have");
@@ -317,7 +340,8 @@ class Checker {
       return internalError(at(r, i, st) + ": " + what + " is empty (builders drop empty steps)");
     if (rg.offset > size || rg.bytes > size - rg.offset)
       return internalError(at(r, i, st) + ": " + what + " is out of bounds of " +
-                           bufName(rg.buf) + " (" + std::to_string(size) + " bytes on this rank)");
+                           bufName(rg.buf) + " (" + std::to_string(size) + " bytes on " +
+                           (owner == r ? "this rank" : "rank " + std::to_string(owner)) + ")");
     if (rg.offset % L.unit || rg.bytes % L.unit)
       return internalError(at(r, i, st) + ": " + what + " is not aligned to the " +
                            std::to_string(L.unit) + "-byte element");
@@ -333,6 +357,10 @@ class Checker {
     const Layout& L = layouts_[r];
     auto [mem, first] = L.locate(rg.buf, rg.offset / L.unit);
     return Span{mem, first, rg.bytes / L.unit};
+  }
+
+  Status checkRange(int r, uint32_t i, const Step& st, const Range& rg, const char* what) const {
+    return checkRange(r, i, st, rg, what, r);
   }
 
   Status checkOverlap(int r, uint32_t i, const Step& st, const Range& x, const Range& dst,
@@ -372,7 +400,7 @@ class Checker {
       }
       for (uint32_t i = 0; i < s.steps.size(); ++i) {
         const Step& st = s.steps[i];
-        if (static_cast<uint8_t>(st.kind) > static_cast<uint8_t>(StepKind::kReduce))
+        if (static_cast<uint8_t>(st.kind) > static_cast<uint8_t>(StepKind::kWait))
           return internalError(who + "step " + std::to_string(i) + " has an unknown kind");
         for (uint32_t d : st.deps)
           if (d >= i)
@@ -404,9 +432,24 @@ class Checker {
             CHORUS_RETURN_IF_ERROR(checkOverlap(r, i, st, st.a, st.dst, "a"));
             CHORUS_RETURN_IF_ERROR(checkOverlap(r, i, st, st.b, st.dst, "b"));
             break;
+          case StepKind::kGet:
+            CHORUS_RETURN_IF_ERROR(checkRange(r, i, st, st.a, "a (the peer's range)", st.peer));
+            CHORUS_RETURN_IF_ERROR(checkRange(r, i, st, st.dst, "dst"));
+            if (st.a.bytes != st.dst.bytes)
+              return internalError(at(r, i, st) + ": a and dst differ in size");
+            break;
+          case StepKind::kGetReduce:
+            CHORUS_RETURN_IF_ERROR(checkRange(r, i, st, st.a, "a (the peer's range)", st.peer));
+            CHORUS_RETURN_IF_ERROR(checkRange(r, i, st, st.b, "b"));
+            CHORUS_RETURN_IF_ERROR(checkRange(r, i, st, st.dst, "dst"));
+            if (st.a.bytes != st.dst.bytes || st.b.bytes != st.dst.bytes)
+              return internalError(at(r, i, st) + ": a, b and dst differ in size");
+            CHORUS_RETURN_IF_ERROR(checkOverlap(r, i, st, st.b, st.dst, "b"));
+            break;
+          case StepKind::kNotify:
+          case StepKind::kWait: break;
         }
-        const bool writes = st.kind != StepKind::kSend;
-        if (writes && !L.inPlace() && st.dst.buf == kInput)
+        if (writesDst(st.kind) && !L.inPlace() && st.dst.buf == kInput)
           return internalError(at(r, i, st) + ": writes the input of an out-of-place call");
       }
     }
@@ -535,16 +578,26 @@ class Checker {
   // that every conflicting earlier access is ordered before this step.
   Status exec(int r, uint32_t i, Memory& mem, const Message* in, Message* out, Hazards* hz) {
     const Step& st = scheds_[r].steps[i];
-    if (in && in->values.size() != st.dst.bytes / layouts_[r].unit) {
+    if (in) {
       const Step& snd = scheds_[st.peer].steps[in->step];
-      return internalError(at(r, i, st) + " is matched with " + at(st.peer, in->step, snd) +
-                           ": " + std::to_string(st.dst.bytes) + " bytes expected, " +
-                           std::to_string(snd.a.bytes) + " sent");
+      const bool wait = st.kind == StepKind::kWait;
+      if (snd.kind != (wait ? StepKind::kNotify : StepKind::kSend))
+        return internalError(at(r, i, st) + " is matched with " + at(st.peer, in->step, snd) +
+                             (wait ? ": a wait takes only a notify"
+                                   : ": a receive takes only a send") +
+                             " (one queue per ordered pair of ranks)");
+      if (in->values.size() != st.dst.bytes / layouts_[r].unit)
+        return internalError(at(r, i, st) + " is matched with " + at(st.peer, in->step, snd) +
+                             ": " + std::to_string(st.dst.bytes) + " bytes expected, " +
+                             std::to_string(snd.a.bytes) + " sent");
     }
-    const bool readsA = st.kind != StepKind::kRecv, readsB = st.kind == StepKind::kReduce;
-    const bool writes = st.kind != StepKind::kSend;
+    const bool readsA = readsLocalA(st.kind), readsB = readsLocalB(st.kind);
+    const bool writes = writesDst(st.kind);
     const Span a = readsA ? spanOf(r, st.a) : Span{}, b = readsB ? spanOf(r, st.b) : Span{};
     const Span d = writes ? spanOf(r, st.dst) : Span{};
+    // A get reads the peer's memory as it is now: the race proof has shown that "now" is
+    // well defined (every write of those elements is ordered with the get).
+    const Span remote = isOneSided(st.kind) ? spanOf(st.peer, st.a) : Span{};
     if (hz) {
       for (uint64_t k = 0; readsA && k < a.count; ++k)
         CHORUS_RETURN_IF_ERROR(noteRead(r, i, a.mem, a.first + k, *hz));
@@ -553,11 +606,12 @@ class Checker {
       for (uint64_t k = 0; writes && k < d.count; ++k)
         CHORUS_RETURN_IF_ERROR(noteWrite(r, i, d.mem, d.first + k, *hz));
     }
-    auto fold = [&](uint32_t x, uint32_t y, uint64_t k, const char* yName) -> StatusOr<uint32_t> {
+    auto fold = [&](uint32_t x, uint32_t y, uint64_t k, const char* yName,
+                    const char* xName = "a") -> StatusOr<uint32_t> {
       if (x == kPoison || y == kPoison)
         return internalError(at(r, i, st) + ": element " + std::to_string(k) + " of the range " +
                              "reduces a value that was never written (" +
-                             (x == kPoison ? "a" : yName) + ")");
+                             (x == kPoison ? xName : yName) + ")");
       uint64_t dup = 0;
       const uint32_t v = pool_.merge(x, y, &dup);
       if (v == kPoison)
@@ -594,11 +648,271 @@ class Checker {
           mem[d.mem][d.first + k] = v;
         }
         break;
+      case StepKind::kGet: {
+        const auto& src = memory_[st.peer][remote.mem];
+        std::copy(src.begin() + static_cast<int64_t>(remote.first),
+                  src.begin() + static_cast<int64_t>(remote.first + remote.count),
+                  mem[d.mem].begin() + static_cast<int64_t>(d.first));
+        break;
+      }
+      case StepKind::kGetReduce: {
+        const auto& src = memory_[st.peer][remote.mem];
+        for (uint64_t k = 0; k < d.count; ++k) {
+          CHORUS_ASSIGN_OR_RETURN(uint32_t v, fold(mem[b.mem][b.first + k],
+                                                   src[remote.first + k], k, "the peer's a", "b"));
+          mem[d.mem][d.first + k] = v;
+        }
+        break;
+      }
+      case StepKind::kNotify:
+        out->values.clear();
+        out->step = i;
+        break;
+      case StepKind::kWait: break;
     }
     return Status();
   }
 
-  // ---- check 2: program order ----
+  // ---- check 2, one-sided reads: happens-before ----
+  //
+  // A get reads the peer's memory whenever it runs, so the proof is about every execution, not
+  // the program-order one. Events are the steps of all ranks; x happens before y when a chain of
+  // edges leads from x to y: deps (x finishes before y starts) and message matching (a send or
+  // notify starts before the receive or wait it is matched with finishes; matching is FIFO per
+  // ordered pair, as the run below proves). Every rank's start (its header) precedes its steps
+  // and every get aimed at it, and initial input values are there from the start; its end
+  // follows all its steps. Nothing leaves rank a except through a message, so x of rank a
+  // precedes y of another rank exactly when one of a's sends or notifies reachable from x
+  // through a's own deps precedes y (or is y's match). Hence two bitsets per step: Exits (every
+  // send/notify of any rank that precedes it) in a topological order, and Down (its own rank's
+  // sends/notifies reachable through deps) in reverse program order; a query is an AND of the
+  // owner's word range. Then, for every get of rank r reading element e of rank q:
+  //   - every step of q that writes e precedes the get or follows it (else a race: the get may
+  //     read either value), which makes the value it reads the same in every execution;
+  //   - the get precedes q's end (else q may return, and its buffers be reused, mid-read).
+  // Schedules whose messages do not match, or whose deps and messages form a cycle, are left to
+  // the run below, which names the unmatched message or the deadlock.
+
+  Status proveOneSided() const {
+    bool any = false;
+    for (const Schedule& s : scheds_) any = any || s.needsOneSided();
+    if (!any) return Status();
+    const size_t n = static_cast<size_t>(n_);
+    std::vector<size_t> base(n + 1, 0);
+    for (size_t r = 0; r < n; ++r) base[r + 1] = base[r] + scheds_[r].steps.size();
+    const size_t total = base[n];
+    auto node = [&](int r, uint32_t i) { return base[static_cast<size_t>(r)] + i; };
+
+    // Exits get global bit numbers; each rank's block starts on a word boundary.
+    std::vector<int64_t> exitBit(total, -1);
+    std::vector<size_t> exitWord(n + 1, 0);
+    size_t bits = 0;
+    for (size_t r = 0; r < n; ++r) {
+      exitWord[r] = bits / 64;
+      const auto& steps = scheds_[r].steps;
+      for (uint32_t i = 0; i < steps.size(); ++i)
+        if (isExit(steps[i].kind)) exitBit[base[r] + i] = static_cast<int64_t>(bits++);
+      bits = (bits + 63) / 64 * 64;
+    }
+    exitWord[n] = bits / 64;
+    const size_t words = exitWord[n];
+
+    // Matching: the k-th send/notify from p to q with the k-th receive/wait of q from p.
+    std::vector<std::vector<uint32_t>> posted(n * n);
+    for (int p = 0; p < n_; ++p) {
+      const auto& steps = scheds_[p].steps;
+      for (uint32_t i = 0; i < steps.size(); ++i)
+        if (isExit(steps[i].kind)) posted[static_cast<size_t>(p) * n + steps[i].peer].push_back(i);
+    }
+    std::vector<int64_t> match(total, -1);
+    std::vector<size_t> taken(n * n, 0);
+    for (int q = 0; q < n_; ++q) {
+      const auto& steps = scheds_[q].steps;
+      for (uint32_t i = 0; i < steps.size(); ++i) {
+        if (!isEntry(steps[i].kind)) continue;
+        const size_t c = static_cast<size_t>(steps[i].peer) * n + static_cast<size_t>(q);
+        if (taken[c] == posted[c].size()) return Status();  // unmatched: the run reports it
+        const uint32_t j = posted[c][taken[c]++];
+        if ((steps[i].kind == StepKind::kWait) !=
+            (scheds_[steps[i].peer].steps[j].kind == StepKind::kNotify))
+          return Status();  // a wait matched with a send, or the reverse: the run reports it
+        match[node(q, i)] = static_cast<int64_t>(node(steps[i].peer, j));
+      }
+    }
+    for (size_t c = 0; c < n * n; ++c)
+      if (taken[c] != posted[c].size()) return Status();
+
+    // Exits, in a topological order of deps and matches (Kahn).
+    std::vector<uint32_t> pending(total, 0);
+    std::vector<size_t> succStart(total + 1, 0);
+    for (int r = 0; r < n_; ++r) {
+      const auto& steps = scheds_[r].steps;
+      for (uint32_t i = 0; i < steps.size(); ++i) {
+        const size_t x = node(r, i);
+        pending[x] = static_cast<uint32_t>(steps[i].deps.size()) + (match[x] >= 0 ? 1 : 0);
+        for (uint32_t d : steps[i].deps) ++succStart[node(r, d) + 1];
+        if (match[x] >= 0) ++succStart[static_cast<size_t>(match[x]) + 1];
+      }
+    }
+    for (size_t x = 0; x < total; ++x) succStart[x + 1] += succStart[x];
+    std::vector<size_t> succ(succStart[total]), fill(succStart.begin(), succStart.end() - 1);
+    std::vector<int> rankOf(total);
+    for (int r = 0; r < n_; ++r) {
+      const auto& steps = scheds_[r].steps;
+      for (uint32_t i = 0; i < steps.size(); ++i) {
+        const size_t x = node(r, i);
+        rankOf[x] = r;
+        for (uint32_t d : steps[i].deps) succ[fill[node(r, d)]++] = x;
+        if (match[x] >= 0) succ[fill[static_cast<size_t>(match[x])]++] = x;
+      }
+    }
+    std::vector<uint64_t> exits(total * words, 0);
+    std::vector<size_t> queue;
+    queue.reserve(total);
+    for (size_t x = 0; x < total; ++x)
+      if (pending[x] == 0) queue.push_back(x);
+    for (size_t head = 0; head < queue.size(); ++head) {
+      const size_t x = queue[head];
+      uint64_t* row = exits.data() + x * words;
+      const int r = rankOf[x];
+      for (uint32_t d : scheds_[r].steps[x - base[r]].deps) {
+        const uint64_t* from = exits.data() + node(r, d) * words;
+        for (size_t w = 0; w < words; ++w) row[w] |= from[w];
+      }
+      if (match[x] >= 0) {
+        const uint64_t* from = exits.data() + static_cast<size_t>(match[x]) * words;
+        for (size_t w = 0; w < words; ++w) row[w] |= from[w];
+      }
+      if (exitBit[x] >= 0) row[exitBit[x] / 64] |= uint64_t{1} << (exitBit[x] % 64);
+      for (size_t k = succStart[x]; k < succStart[x + 1]; ++k)
+        if (--pending[succ[k]] == 0) queue.push_back(succ[k]);
+    }
+    if (queue.size() != total) return Status();  // a cycle: the run reports the deadlock
+
+    // Down: per step, the own rank's exits reachable through deps (words of the rank's block).
+    std::vector<size_t> downBase(n + 1, 0);
+    for (size_t r = 0; r < n; ++r)
+      downBase[r + 1] = downBase[r] + scheds_[r].steps.size() * (exitWord[r + 1] - exitWord[r]);
+    std::vector<uint64_t> down(downBase[n], 0);
+    for (size_t r = 0; r < n; ++r) {
+      const size_t wr = exitWord[r + 1] - exitWord[r];
+      if (wr == 0) continue;
+      const auto& steps = scheds_[r].steps;
+      for (uint32_t i = static_cast<uint32_t>(steps.size()); i-- > 0;) {
+        uint64_t* row = down.data() + downBase[r] + i * wr;
+        const int64_t b = exitBit[base[r] + i];
+        if (b >= 0) {
+          const size_t local = static_cast<size_t>(b) - exitWord[r] * 64;
+          row[local / 64] |= uint64_t{1} << (local % 64);
+        }
+        for (uint32_t d : steps[i].deps) {
+          uint64_t* to = down.data() + downBase[r] + d * wr;
+          for (size_t w = 0; w < wr; ++w) to[w] |= row[w];
+        }
+      }
+    }
+    // Step x of rank a happens before the event whose Exits row is `target`.
+    auto before = [&](int a, uint32_t x, const uint64_t* target) {
+      const size_t ra = static_cast<size_t>(a), wr = exitWord[ra + 1] - exitWord[ra];
+      const uint64_t* dn = down.data() + downBase[ra] + x * wr;
+      for (size_t w = 0; w < wr; ++w)
+        if (dn[w] & target[exitWord[ra] + w]) return true;
+      return false;
+    };
+    auto row = [&](int r, uint32_t i) { return exits.data() + node(r, i) * words; };
+
+    // Ends, and the writers of every element some get reads.
+    std::vector<uint64_t> ends(n * words, 0);
+    std::vector<char> read(n, 0);
+    for (int r = 0; r < n_; ++r) {
+      uint64_t* e = ends.data() + static_cast<size_t>(r) * words;
+      const auto& steps = scheds_[r].steps;
+      for (uint32_t i = 0; i < steps.size(); ++i) {
+        for (size_t w = 0; w < words; ++w) e[w] |= row(r, i)[w];
+        if (isOneSided(steps[i].kind)) read[static_cast<size_t>(steps[i].peer)] = 1;
+      }
+    }
+    // writers[q][m]: for each element of container m of rank q, the steps of q writing it, in
+    // program order (flattened: element e's list is list[start[e], start[e+1])).
+    struct Writers {
+      std::vector<size_t> start;
+      std::vector<uint32_t> list;
+    };
+    std::vector<std::array<Writers, kNumMem>> writers(n);
+    std::vector<std::vector<uint32_t>> memoStamp(n);
+    std::vector<std::vector<uint8_t>> memoOrder(n);
+    for (int q = 0; q < n_; ++q) {
+      if (!read[static_cast<size_t>(q)]) continue;
+      const Layout& L = layouts_[q];
+      const auto& steps = scheds_[q].steps;
+      for (int m = 0; m < kNumMem; ++m) writers[q][m].start.assign(L.memSize[m] + 1, 0);
+      for (int pass = 0; pass < 2; ++pass) {
+        for (uint32_t i = 0; i < steps.size(); ++i) {
+          if (!writesDst(steps[i].kind)) continue;
+          const Span d = spanOf(q, steps[i].dst);
+          Writers& w = writers[q][d.mem];
+          for (uint64_t k = d.first; k < d.first + d.count; ++k) {
+            if (pass == 0) {
+              ++w.start[k + 1];
+            } else {
+              w.list[w.start[k]++] = i;  // start[k] runs ahead; shifted back below
+            }
+          }
+        }
+        for (int m = 0; m < kNumMem; ++m) {
+          Writers& w = writers[q][m];
+          if (pass == 0) {
+            for (size_t e = 0; e + 1 < w.start.size(); ++e) w.start[e + 1] += w.start[e];
+            w.list.resize(w.start.back());
+          } else {
+            for (size_t e = w.start.size() - 1; e > 0; --e) w.start[e] = w.start[e - 1];
+            w.start[0] = 0;
+          }
+        }
+      }
+      memoStamp[q].assign(steps.size(), 0);
+      memoOrder[q].assign(steps.size(), 0);
+    }
+
+    uint32_t gen = 0;
+    for (int r = 0; r < n_; ++r) {
+      const auto& steps = scheds_[r].steps;
+      for (uint32_t i = 0; i < steps.size(); ++i) {
+        const Step& g = steps[i];
+        if (!isOneSided(g.kind)) continue;
+        const int q = g.peer;
+        const Span src = spanOf(q, g.a);
+        ++gen;
+        const uint64_t* mine = row(r, i);
+        for (uint64_t k = 0; k < src.count; ++k) {
+          const Writers& ws = writers[q][src.mem];
+          for (size_t x = ws.start[src.first + k]; x < ws.start[src.first + k + 1]; ++x) {
+            const uint32_t w = ws.list[x];
+            if (memoStamp[q][w] != gen) {
+              memoStamp[q][w] = gen;
+              memoOrder[q][w] = before(q, w, mine) ? 1 : before(r, i, row(q, w)) ? 2 : 0;
+            }
+            if (memoOrder[q][w] == 0)
+              return internalError(
+                  "race: " + at(r, i, g) + " reads rank " + std::to_string(q) + "'s " +
+                  elementName(q, src.mem, src.first + k) + ", which " +
+                  at(q, w, scheds_[q].steps[w]) + " writes, and no chain of deps and messages " +
+                  "orders the two (the get may see the value before or after the write)");
+          }
+        }
+        if (!before(r, i, ends.data() + static_cast<size_t>(q) * words))
+          return internalError(
+              "rank " + std::to_string(q) + " can return while " + at(r, i, g) +
+              " still reads its " + elementName(q, src.mem, src.first) +
+              ": no chain of deps and messages leads from the get to any step of rank " +
+              std::to_string(q) + " (a notify after the get and a wait on rank " +
+              std::to_string(q) + " would)");
+      }
+    }
+    return Status();
+  }
+
+  // ---- check 3: program order ----
 
   std::deque<Message>& channel(int from, int to) {
     return channels_[static_cast<size_t>(from) * static_cast<size_t>(n_) +
@@ -668,25 +982,25 @@ class Checker {
         while (pc[r] < steps.size()) {
           const uint32_t i = pc[r];
           const Step& st = steps[i];
-          if (isRecv(st.kind) && channel(st.peer, r).empty()) break;  // retried next pass
-          if (opts_.proveOrder && hasPeer(st.kind)) {
+          if (isEntry(st.kind) && channel(st.peer, r).empty()) break;  // retried next pass
+          if (opts_.proveOrder && (isExit(st.kind) || isEntry(st.kind))) {
             // Per-peer FIFO must be ordered by deps too, or the transport may match messages
             // in an order the program did not mean.
-            auto& last = st.kind == StepKind::kSend ? hz[r].lastSendTo[st.peer]
-                                                    : hz[r].lastRecvFrom[st.peer];
+            auto& last = isExit(st.kind) ? hz[r].lastSendTo[st.peer]
+                                         : hz[r].lastRecvFrom[st.peer];
             if (last >= 0 && !precedes(r, static_cast<uint32_t>(last), i, hz[r]))
               return unordered(r, static_cast<uint32_t>(last), i,
-                               st.kind == StepKind::kSend ? "sends to the same peer after"
-                                                          : "receives from the same peer after");
+                               isExit(st.kind) ? "sends to the same peer after"
+                                               : "receives from the same peer after");
             last = i;
           }
-          if (isRecv(st.kind)) {
+          if (isEntry(st.kind)) {
             auto& q = channel(st.peer, r);
             msg = std::move(q.front());
             q.pop_front();
             CHORUS_RETURN_IF_ERROR(exec(r, i, memory_[r], &msg, nullptr, proof(hz, r)));
             if (barrier) unite(known[r], msg.known);
-          } else if (st.kind == StepKind::kSend) {
+          } else if (isExit(st.kind)) {
             Message out;
             CHORUS_RETURN_IF_ERROR(exec(r, i, memory_[r], nullptr, &out, proof(hz, r)));
             if (barrier) out.known = known[r];
@@ -716,11 +1030,13 @@ class Checker {
     return Status();
   }
 
-  // ---- check 4: random order respecting deps and FIFO matching ----
+  // ---- check 5: random order respecting deps and FIFO matching ----
   //
   // Sends are rendezvous here: a send whose deps are done is only offered, and completes (lets
   // its dependents run) together with the receive that takes it. That is the least buffering a
   // transport can have, so a schedule that finishes here cannot deadlock on any transport.
+  // Notifies and waits behave as sends and receives; gets run as soon as their deps are done,
+  // reading whatever the peer's memory holds at that point of the random order.
 
   Status runConcurrent() {
     memory_ = initial_;
@@ -771,14 +1087,14 @@ class Checker {
       ready[pick] = ready.back();
       ready.pop_back();
       const Step& st = scheds_[r].steps[i];
-      if (st.kind == StepKind::kSend) {
+      if (isExit(st.kind)) {
         const size_t c = chan(r, st.peer);
         offered[c].emplace_back(r, i);
         ready.insert(ready.end(), blocked[c].begin(), blocked[c].end());
         blocked[c].clear();
         continue;
       }
-      if (isRecv(st.kind)) {
+      if (isEntry(st.kind)) {
         const size_t c = chan(st.peer, r);
         if (offered[c].empty()) {
           blocked[c].emplace_back(r, i);
@@ -808,7 +1124,7 @@ class Checker {
         for (uint32_t i = 0; i < steps.size() && shown < 3; ++i) {
           if (finished[r][i] || waitingDeps[r][i] != 0) continue;  // done, or stuck behind deps
           why += (shown++ ? "; " : "") + at(r, i, steps[i]) +
-                 (steps[i].kind == StepKind::kSend ? " is never received"
+                 (isExit(steps[i].kind) ? " is never received"
                                                    : " waits for a message that is never sent");
         }
       }
@@ -827,7 +1143,7 @@ class Checker {
     return Status();
   }
 
-  // ---- check 3: outputs ----
+  // ---- check 4: outputs ----
 
   Status checkOutputs(const std::string& mode) {
     std::vector<uint64_t> want;

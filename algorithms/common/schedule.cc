@@ -9,6 +9,11 @@
 // Only the nearest hazards are recorded: a read waits for the last writer of each byte; a write
 // waits for the last writer and every reader since. Older accesses are ordered before those by
 // the same rule applied earlier, so the graph's transitive closure contains every hazard.
+//
+// One-sided steps add no hazard on the peer's range they read (that memory is not this rank's;
+// the checker proves the peer does not write it meanwhile), only on their local b and dst.
+// kNotify and kWait are fences: a notify depends, directly or transitively, on every earlier
+// step, and every later step depends on every earlier wait.
 #include "algorithms/common/schedule.h"
 
 #include <algorithm>
@@ -26,6 +31,10 @@ const char* stepKindName(StepKind k) {
     case StepKind::kRecvReduce: return "recvReduce";
     case StepKind::kCopy: return "copy";
     case StepKind::kReduce: return "reduce";
+    case StepKind::kGet: return "get";
+    case StepKind::kGetReduce: return "getReduce";
+    case StepKind::kNotify: return "notify";
+    case StepKind::kWait: return "wait";
   }
   return "unknown";
 }
@@ -103,6 +112,50 @@ void Schedule::reduce(Range a, Range b, Range dst) {
   steps.push_back(std::move(s));
 }
 
+void Schedule::get(int peer, Range remote, Range dst) {
+  addPeer(peer);
+  if (dst.bytes == 0) return;
+  Step s;
+  s.kind = StepKind::kGet;
+  s.peer = peer;
+  s.a = remote;
+  s.dst = dst;
+  steps.push_back(std::move(s));
+}
+
+void Schedule::getReduce(int peer, Range remote, Range b, Range dst) {
+  addPeer(peer);
+  if (dst.bytes == 0) return;
+  Step s;
+  s.kind = StepKind::kGetReduce;
+  s.peer = peer;
+  s.a = remote;
+  s.b = b;
+  s.dst = dst;
+  steps.push_back(std::move(s));
+}
+
+// Notify and wait carry no data but are never dropped: their meaning is the synchronization.
+void Schedule::notify(int peer) {
+  addPeer(peer);
+  Step s;
+  s.kind = StepKind::kNotify;
+  s.peer = peer;
+  steps.push_back(std::move(s));
+}
+
+void Schedule::wait(int peer) {
+  addPeer(peer);
+  Step s;
+  s.kind = StepKind::kWait;
+  s.peer = peer;
+  steps.push_back(std::move(s));
+}
+
+bool Schedule::needsOneSided() const {
+  return std::any_of(steps.begin(), steps.end(), [](const Step& s) { return isOneSided(s.kind); });
+}
+
 uint64_t Schedule::bytesTo(int peer) const {
   uint64_t n = 0;
   for (const Step& s : steps)
@@ -121,14 +174,17 @@ uint64_t Schedule::bytesFrom(int peer) const {
 uint32_t Schedule::messagesTo(int peer) const {
   uint32_t n = 0;
   for (const Step& s : steps)
-    if (s.kind == StepKind::kSend && s.peer == peer) ++n;
+    if ((s.kind == StepKind::kSend || s.kind == StepKind::kNotify) && s.peer == peer) ++n;
   return n;
 }
 
 uint32_t Schedule::messagesFrom(int peer) const {
   uint32_t n = 0;
   for (const Step& s : steps)
-    if ((s.kind == StepKind::kRecv || s.kind == StepKind::kRecvReduce) && s.peer == peer) ++n;
+    if ((s.kind == StepKind::kRecv || s.kind == StepKind::kRecvReduce ||
+         s.kind == StepKind::kWait) &&
+        s.peer == peer)
+      ++n;
   return n;
 }
 
@@ -234,6 +290,12 @@ void Schedule::finalize() {
     return history[b];
   };
   std::unordered_map<int, uint32_t> lastSendTo, lastRecvFrom;
+  // Fences. Steps before the last notify are ordered before it (it fenced them), so a notify
+  // needs only the steps since then that no later step depends on yet: every other step since
+  // is an ancestor of one of those. Every step after a wait depends on the last wait, which
+  // depends on the one before it, so one edge per step carries all earlier waits.
+  int64_t lastNotify = -1, lastWait = -1;
+  std::vector<char> depended(steps.size(), 0);
 
   struct Access {
     Range r;
@@ -247,7 +309,8 @@ void Schedule::finalize() {
     int n = 0;
     switch (st.kind) {
       case StepKind::kSend: acc[n++] = {st.a, false}; break;
-      case StepKind::kRecv: acc[n++] = {st.dst, true}; break;
+      case StepKind::kRecv:
+      case StepKind::kGet: acc[n++] = {st.dst, true}; break;  // a get's `a` is the peer's memory
       case StepKind::kRecvReduce:
       case StepKind::kCopy:
         acc[n++] = {st.a, false};
@@ -258,6 +321,12 @@ void Schedule::finalize() {
         acc[n++] = {st.b, false};
         acc[n++] = {st.dst, true};
         break;
+      case StepKind::kGetReduce:
+        acc[n++] = {st.b, false};
+        acc[n++] = {st.dst, true};
+        break;
+      case StepKind::kNotify:
+      case StepKind::kWait: break;
     }
     deps.clear();
     for (int k = 0; k < n; ++k) {
@@ -267,16 +336,29 @@ void Schedule::finalize() {
                                     acc[k].write, deps);
     }
     // A connection is ordered: messages to (from) one peer match in posting order, so the
-    // executor must post them in program order.
-    if (st.kind == StepKind::kSend) {
+    // executor must post them in program order. Notifies share the queue of sends, waits the
+    // queue of receives.
+    const bool toPeer = st.kind == StepKind::kSend || st.kind == StepKind::kNotify;
+    const bool fromPeer = st.kind == StepKind::kRecv || st.kind == StepKind::kRecvReduce ||
+                          st.kind == StepKind::kWait;
+    if (toPeer) {
       auto [it, fresh] = lastSendTo.try_emplace(st.peer, i);
       if (!fresh) deps.push_back(std::exchange(it->second, i));
-    } else if (st.kind == StepKind::kRecv || st.kind == StepKind::kRecvReduce) {
+    } else if (fromPeer) {
       auto [it, fresh] = lastRecvFrom.try_emplace(st.peer, i);
       if (!fresh) deps.push_back(std::exchange(it->second, i));
     }
+    if (lastWait >= 0) deps.push_back(static_cast<uint32_t>(lastWait));
+    if (st.kind == StepKind::kNotify) {
+      for (uint32_t k = lastNotify < 0 ? 0 : static_cast<uint32_t>(lastNotify); k < i; ++k)
+        if (!depended[k]) deps.push_back(k);
+      lastNotify = i;
+    } else if (st.kind == StepKind::kWait) {
+      lastWait = i;
+    }
     std::sort(deps.begin(), deps.end());
     deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+    for (uint32_t k : deps) depended[k] = 1;
     st.deps = deps;
 
     // Reads first: a step that reads and writes the same bytes (recvReduce with a == dst) ends

@@ -15,6 +15,21 @@
 //   kRecvReduce peer, a, dst     : dst = a ⊕ (message from peer); a may equal dst
 //   kCopy       a, dst           : dst = a (ranges of equal size, non-overlapping or identical)
 //   kReduce     a, b, dst        : dst = a ⊕ b; dst may equal a or b
+//
+// One-sided steps, for transports that can read a peer's memory (shared memory through
+// cross-memory attach, CUDA IPC, RDMA). `a` names a range of the *peer's* buffers (its input,
+// output or scratch, as laid out by the peer's own call), read at the moment the step runs:
+//   kGet        peer, a, dst     : dst = peer's a
+//   kGetReduce  peer, a, b, dst  : dst = b ⊕ peer's a; b may equal dst
+//   kNotify     peer             : a zero-byte message to peer meaning "every step before this one
+//                                  in program order is done" (a full fence)
+//   kWait       peer             : receive that message; no later step starts before it completes
+// A peer's buffers are readable from the moment its consistency header arrives (the header
+// carries their addresses; the peer has entered the call, so its input is ready). Anything else
+// — "my reduced slice is ready", "I have finished reading your buffers, you may return" — is
+// said with kNotify / kWait pairs, and the checker proves that no get races with a write of the
+// bytes it reads (on the owner's side) and that every rank finishes only after all reads of its
+// buffers are done.
 #pragma once
 
 #include <cstdint>
@@ -38,7 +53,19 @@ struct Range {
   uint64_t bytes = 0;
 };
 
-enum class StepKind : uint8_t { kSend, kRecv, kRecvReduce, kCopy, kReduce };
+enum class StepKind : uint8_t {
+  kSend,
+  kRecv,
+  kRecvReduce,
+  kCopy,
+  kReduce,
+  kGet,
+  kGetReduce,
+  kNotify,
+  kWait,
+};
+// True for the steps that read a peer's memory (kGet, kGetReduce).
+inline bool isOneSided(StepKind k) { return k == StepKind::kGet || k == StepKind::kGetReduce; }
 const char* stepKindName(StepKind k);
 
 struct Step {
@@ -100,12 +127,20 @@ class Schedule {
   void recvReduce(int peer, Range a, Range dst);
   void copy(Range a, Range dst);
   void reduce(Range a, Range b, Range dst);
+  // One-sided steps (see the top of this file); `remote` is a range of the peer's buffers.
+  void get(int peer, Range remote, Range dst);
+  void getReduce(int peer, Range remote, Range b, Range dst);
+  void notify(int peer);
+  void wait(int peer);
   void addPeer(int peer);
+  // True when any step is one-sided: only transports with Connection::get() can run it.
+  bool needsOneSided() const;
 
   // Computes deps. Call once, after the last step.
   void finalize();
 
-  // Bytes this schedule sends to / receives from `peer`, and the number of messages.
+  // Bytes this schedule sends to / receives from `peer`, and the number of messages (a
+  // kNotify / kWait is a message of zero bytes).
   uint64_t bytesTo(int peer) const;
   uint64_t bytesFrom(int peer) const;
   uint32_t messagesTo(int peer) const;

@@ -27,6 +27,7 @@ namespace {
 using algo::AlgoInfo;
 using algo::allAlgorithms;
 using algo::defaultAlgorithm;
+using algo::Platform;
 using algo::findAlgorithm;
 
 constexpr int kNumBuiltinOps = 5;  // chorusSum..chorusAvg
@@ -203,6 +204,16 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::create(
     c->spinUs_ = 0;
     CHORUS_LOG(INFO, INIT) << local << " ranks on " << cores << " cores: waits do not spin";
   }
+  // One-sided algorithms need every pair readable both ways, and every rank must pick the same
+  // algorithm: agree on it (one byte through the bootstrap, once).
+  bool readable = nranks > 1;
+  for (int p = 0; p < nranks; ++p)
+    if (p != rank && (!c->conns_[static_cast<size_t>(p)] || !c->conns_[static_cast<size_t>(p)]->canRead()))
+      readable = false;
+  CHORUS_ASSIGN_OR_RETURN(auto votes, c->boot_->allGather({static_cast<uint8_t>(readable ? 1 : 0)}));
+  c->oneSided_ = true;
+  for (const auto& v : votes) c->oneSided_ = c->oneSided_ && v.size() == 1 && v[0] == 1;
+  CHORUS_RETURN_IF_ERROR(c->setupStaging());
   CHORUS_LOG(INFO, INIT) << "comm " << std::hex << c->commId_ << std::dec << " rank " << rank
                          << "/" << nranks << " on " << self.hostname << ": " << local
                          << " ranks on this host, " << hosts << " hosts; tcp listens on "
@@ -311,6 +322,7 @@ Status Communicator::fail(const Status& why) {
                            << "; the communicator is now unusable";
     for (auto& c : conns_)
       if (c) c->cancel(why).ignore();
+    if (staging_) staging_->markFailed(why);
   }
   return why;
 }
@@ -329,6 +341,7 @@ void Communicator::abort(const std::string& why) {
   if (failed_.ok()) failed_ = s;
   for (auto& c : conns_)
     if (c) c->cancel(s).ignore();
+  if (staging_) staging_->markFailed(s);
 }
 
 Status Communicator::checkPeers(const std::vector<int>& peers) {
@@ -436,7 +449,47 @@ Status Communicator::connectEagerly() {
   return ensureConnected(all);
 }
 
+HostStaging::WaitEnv Communicator::stagingEnv() {
+  HostStaging::WaitEnv env;
+  env.spinUs = spinUs_;
+  env.timeoutSeconds = timeoutSeconds_;
+  env.abortFlag = &aborting_;
+  env.checkPeers = [this](const std::vector<int>& p) { return checkPeers(p); };
+  return env;
+}
+
+Status Communicator::setupStaging() {
+  CHORUS_ASSIGN_OR_RETURN(uint64_t slot, config::getBytes("CHORUS_SHM_STAGING"));
+  if (nranks_ < 2 || slot == 0) return Status();
+  std::string allowed = config::getString("CHORUS_TRANSPORT");
+  if (!allowed.empty() && ("," + allowed + ",").find(",shm,") == std::string::npos)
+    return Status();
+  Transport* shmTransport = nullptr;
+  for (auto& t : transports_)
+    if (t->name() == "shm") shmTransport = t.get();
+  if (!shmTransport) return Status();
+  const PeerInfo& me = peers_[static_cast<size_t>(rank_)];
+  for (const PeerInfo& p : peers_)
+    if (p.rank != rank_ && !shmTransport->canConnect(me, p).ok) return Status();
+  CHORUS_ASSIGN_OR_RETURN(staging_, HostStaging::create(rank_, nranks_, commId_, peers_[0].pid,
+                                                        slot, stagingEnv()));
+  CHORUS_LOG(INFO, INIT) << "all " << nranks_ << " ranks on this host: all-reduces up to "
+                         << staging_->slotBytes() << " B run through a shared staging segment";
+  return Status();
+}
+
 // ---- Schedules ---------------------------------------------------------------------------
+
+std::string_view Communicator::chooseAlgorithm(const sched::CollDesc& d) const {
+  auto forced = forcedAlgo_.find(d.coll);
+  if (forced != forcedAlgo_.end()) return forced->second;
+  Platform p;
+  p.nranks = nranks_;
+  p.oneSided = oneSided_;
+  p.stagingBytes = staging_ ? staging_->slotBytes() : 0;
+  const AlgoInfo* a = defaultAlgorithm(d.coll, d, p);
+  return a ? std::string_view(a->name) : std::string_view();
+}
 
 StatusOr<std::shared_ptr<const sched::Schedule>> Communicator::scheduleFor(
     const sched::CollDesc& d, std::string* algoName) {
@@ -449,13 +502,8 @@ StatusOr<std::shared_ptr<const sched::Schedule>> Communicator::scheduleFor(
       return it->second.first;
     }
   }
-  const AlgoInfo* algo = nullptr;
   auto forced = forcedAlgo_.find(d.coll);
-  if (forced != forcedAlgo_.end()) {
-    algo = findAlgorithm(d.coll, forced->second);
-  } else {
-    algo = defaultAlgorithm(d.coll, d, nranks_);
-  }
+  const AlgoInfo* algo = findAlgorithm(d.coll, chooseAlgorithm(d));
   if (!algo)
     return internalError(std::string("no algorithm for ") + sched::collName(d.coll));
   auto s = std::make_shared<sched::Schedule>(algo::makeSchedule(*algo, d, rank_, nranks_));
@@ -535,19 +583,32 @@ Status Communicator::runNow(const CollArgs& a) {
     d.inPlace = false;  // the scaled copy is the input now
   }
 
-  std::string algoName;
-  CHORUS_ASSIGN_OR_RETURN(auto schedule, scheduleFor(d, &algoName));
   OpIdentity id;
   id.coll = a.coll;
-  id.seq = ++collSeq_;
   id.count = a.coll == sched::Coll::kAllToAllv ? 0 : a.count;
   id.dtype = a.dtype;
   id.userOp = userOp;
   id.root = a.root;
-  std::vector<std::byte*> buffers = {const_cast<std::byte*>(send), recv, nullptr};
-  Status st = runSchedule(*schedule, std::move(buffers), a.dtype, op, id);
-  if (!st.ok()) return fail(st);
-  ++algoCounts_[algoName];
+  if (staging_ && a.coll == sched::Coll::kAllReduce && a.count * elem <= staging_->slotBytes() &&
+      chooseAlgorithm(d) == "oneshot") {
+    // The one-shot all-reduce through the host's staging segment: no schedule, no messages.
+    id.seq = ++collSeq_;
+    Status st = staging_->allReduce(id, send, recv, a.count, a.dtype, op, stagingEnv());
+    if (!st.ok()) return fail(st);
+    ++algoCounts_["allreduce:oneshot"];
+  } else {
+    std::string algoName;
+    CHORUS_ASSIGN_OR_RETURN(auto schedule, scheduleFor(d, &algoName));
+    id.seq = ++collSeq_;
+    if (staging_) {
+      Status st = staging_->announce(id, stagingEnv());
+      if (!st.ok()) return fail(st);
+    }
+    std::vector<std::byte*> buffers = {const_cast<std::byte*>(send), recv, nullptr};
+    Status st = runSchedule(*schedule, std::move(buffers), a.dtype, op, id);
+    if (!st.ok()) return fail(st);
+    ++algoCounts_[algoName];
+  }
 
   if (userOp == kOpAvg) {
     uint64_t outCount = a.count;
@@ -670,6 +731,7 @@ Status Communicator::split(int color, int key, std::unique_ptr<Communicator>* ou
     child->spinUs_ = spinUs_;
     child->chunkBytes_ = chunkBytes_;
     child->forcedAlgo_ = forcedAlgo_;
+    child->oneSided_ = oneSided_;  // the parent's pairs are the child's pairs
     // The shm endpoint (pid, namespaces) is the process's own, so the parent's record serves.
     child->transports_.push_back(makeShmTransport(newRank, childId));
     child->transports_.push_back(std::move(childTcp));
@@ -687,6 +749,7 @@ Status Communicator::split(int color, int key, std::unique_ptr<Communicator>* ou
     child->conns_.resize(members.size());
     child->connTransport_.assign(members.size(), -1);
     CHORUS_RETURN_IF_ERROR(child->connectEagerly().withContext("split"));
+    CHORUS_RETURN_IF_ERROR(child->setupStaging().withContext("split"));
     CHORUS_LOG(INFO, INIT) << "split: rank " << rank_ << " -> rank " << newRank << "/"
                            << members.size() << " (color " << color << ", key " << key << ")";
     *out = std::move(child);

@@ -24,6 +24,7 @@
 #include "algorithms/common/schedule.h"
 #include "algorithms/kernels/dtype.h"
 #include "src/core/executor.h"
+#include "src/core/host_staging.h"
 #include "src/core/socket_util.h"
 #include "src/core/status.h"
 #include "transports/transport.h"
@@ -121,7 +122,12 @@ class Communicator {
   Status runSchedule(const sched::Schedule& s, std::vector<std::byte*> buffers, DataType dtype,
                      ReduceOp op, const OpIdentity& id);
   Status ensureConnected(const std::vector<int>& peers);
-  Status connectEagerly();  // CHORUS_CONNECT=eager (default): the full mesh at creation
+  Status connectEagerly();
+  // Creates staging_ when every rank is on this host and shared memory may be used.
+  Status setupStaging();
+  // The algorithm's name for `d`: CHORUS_ALGO's, else the default rule's for this platform.
+  std::string_view chooseAlgorithm(const sched::CollDesc& d) const;
+  HostStaging::WaitEnv stagingEnv();  // CHORUS_CONNECT=eager (default): the full mesh at creation
   Status checkPeers(const std::vector<int>& peers);
   StatusOr<std::shared_ptr<const sched::Schedule>> scheduleFor(const sched::CollDesc& d,
                                                                  std::string* algoName);
@@ -147,6 +153,10 @@ class Communicator {
   std::vector<std::unique_ptr<Connection>> conns_;  // by peer rank, lazily
   std::vector<int> connTransport_;                  // index into transports_, -1 if none
   Executor executor_;
+  // All ranks on this host: small all-reduces run through this segment (see host_staging.h).
+  std::unique_ptr<HostStaging> staging_;
+  // Every peer is reachable one-sidedly (shared memory with cross-memory attach).
+  bool oneSided_ = false;
   uint64_t collSeq_ = 0;
   uint64_t splitSeq_ = 0;
   Status failed_;

@@ -22,6 +22,7 @@ constexpr EnvVar kVars[] = {
     {"CHORUS_TRANSPORT", "", "comma-separated transports allowed, e.g. tcp (default: all built)"},
     {"CHORUS_SHM_CMA", "1", "1: the shm transport reads large messages straight from the sender's memory (process_vm_readv) and enables the direct algorithms; 0: copy everything through shared slots"},
     {"CHORUS_SHM_CMA_MIN", "64K", "messages from this size up go by cross-memory attach instead of through shared slots"},
+    {"CHORUS_SHM_STAGING", "32K", "slot size of the host staging segment (all ranks on one host): all-reduces up to this size run one-shot through it; 0 disables it"},
     {"CHORUS_SOCKET_IFNAME", "", "network interfaces for TCP: prefixes, comma-separated; ^ excludes, = exact (default: the interface that reaches the root, else the first non-loopback)"},
     {"CHORUS_SOCKET_FAMILY", "", "AF_INET or AF_INET6 to force the address family of TCP sockets"},
     {"CHORUS_CONNECT", "eager", "eager: connect every pair of ranks when the communicator is created (a failure anywhere reaches every rank directly); lazy: connect a pair at its first message (fewer sockets for large jobs)"},

@@ -18,6 +18,20 @@ constexpr uint16_t kHeaderVersion = 1;
 // Posted operations per peer and direction. Enough to keep a link busy while bounding the
 // staging memory of recvReduce (kMaxInflight chunks per peer).
 constexpr int kMaxInflight = 8;
+// One-sided reads that feed a reduction go through a buffer this big: it stays in L2 while the
+// bytes are reduced.
+constexpr size_t kBouncePiece = 256 << 10;
+
+bool isSendLike(sched::StepKind k) {
+  return k == sched::StepKind::kSend || k == sched::StepKind::kNotify;
+}
+bool isRecvLike(sched::StepKind k) {
+  return k == sched::StepKind::kRecv || k == sched::StepKind::kRecvReduce ||
+         k == sched::StepKind::kWait;
+}
+bool isLocal(sched::StepKind k) {
+  return k == sched::StepKind::kCopy || k == sched::StepKind::kReduce || sched::isOneSided(k);
+}
 
 // Data and header frames of the same operation carry different tags, so a stray frame of
 // another operation is caught by the transport's tag check.
@@ -44,8 +58,12 @@ std::string describeStep(const sched::Step& s, size_t index) {
       break;
     case sched::StepKind::kRecv:
     case sched::StepKind::kRecvReduce:
+    case sched::StepKind::kGet:
+    case sched::StepKind::kGetReduce:
       out += " from rank " + std::to_string(s.peer) + ", " + std::to_string(s.dst.bytes) + " bytes";
       break;
+    case sched::StepKind::kNotify: out += " to rank " + std::to_string(s.peer); break;
+    case sched::StepKind::kWait: out += " from rank " + std::to_string(s.peer); break;
     default: break;
   }
   return out + ")";
@@ -103,6 +121,21 @@ std::byte* Executor::scratch(uint64_t bytes) {
   return scratch_.get();
 }
 
+template <class Ptr>
+Status Executor::runOneSided(const sched::Step& s, Connection* conn, uint64_t remote, Ptr ptr,
+                             DataType dtype, ReduceOp op) {
+  if (s.kind == sched::StepKind::kGet) return conn->read(ptr(s.dst), remote, s.dst.bytes);
+  if (!bounce_) bounce_.reset(new std::byte[kBouncePiece]);
+  const size_t elem = dataTypeSize(dtype);
+  const size_t piece = kBouncePiece / elem * elem;
+  for (uint64_t off = 0; off < s.dst.bytes; off += piece) {
+    const size_t len = static_cast<size_t>(std::min<uint64_t>(piece, s.dst.bytes - off));
+    CHORUS_RETURN_IF_ERROR(conn->read(bounce_.get(), remote + off, len));
+    kernels::reduce(ptr(s.dst) + off, ptr(s.b) + off, bounce_.get(), len / elem, dtype, op);
+  }
+  return Status();
+}
+
 Status Executor::run(const sched::Schedule& schedule, std::vector<std::byte*> buffers,
                      DataType dtype, ReduceOp op, const OpIdentity& id, const ExecEnv& env) {
   const std::vector<sched::Step>& steps = schedule.steps;
@@ -134,13 +167,16 @@ Status Executor::run(const sched::Schedule& schedule, std::vector<std::byte*> bu
     const sched::Step& s = steps[i];
     remaining[i] = static_cast<uint32_t>(s.deps.size());
     for (uint32_t d : s.deps) depStart[d + 1]++;
-    if (s.kind == sched::StepKind::kSend || s.kind == sched::StepKind::kRecv ||
-        s.kind == sched::StepKind::kRecvReduce) {
+    if (isSendLike(s.kind) || isRecvLike(s.kind) || sched::isOneSided(s.kind)) {
       int pi = peerIndex(s.peer);
       if (pi < 0)
         return internalError(call() + ": " + describeStep(s, i) + " names a peer missing from peers");
-      (s.kind == sched::StepKind::kSend ? peers[pi].sends : peers[pi].recvs).push_back(
-          static_cast<uint32_t>(i));
+      if (sched::isOneSided(s.kind) && !peers[pi].conn->canRead())
+        return invalidUsage(call() + " reads rank " + std::to_string(s.peer) +
+                            "'s memory, which its connection cannot (one-sided algorithms need "
+                            "shared memory with cross-memory attach); choose another algorithm");
+      if (!sched::isOneSided(s.kind))
+        (isSendLike(s.kind) ? peers[pi].sends : peers[pi].recvs).push_back(static_cast<uint32_t>(i));
     }
   }
   for (size_t i = 0; i < n; ++i) depStart[i + 1] += depStart[i];
@@ -152,21 +188,14 @@ Status Executor::run(const sched::Schedule& schedule, std::vector<std::byte*> bu
   }
 
   std::vector<uint32_t> readyLocal;
-  for (size_t i = 0; i < n; ++i) {
-    auto k = steps[i].kind;
-    if (remaining[i] == 0 && (k == sched::StepKind::kCopy || k == sched::StepKind::kReduce))
-      readyLocal.push_back(static_cast<uint32_t>(i));
-  }
+  for (size_t i = 0; i < n; ++i)
+    if (remaining[i] == 0 && isLocal(steps[i].kind)) readyLocal.push_back(static_cast<uint32_t>(i));
   size_t doneCount = 0;
   auto complete = [&](uint32_t i) {
     ++doneCount;
     for (uint32_t k = depStart[i]; k < depStart[i + 1]; ++k) {
       uint32_t j = dependents[k];
-      if (--remaining[j] == 0) {
-        auto kind = steps[j].kind;
-        if (kind == sched::StepKind::kCopy || kind == sched::StepKind::kReduce)
-          readyLocal.push_back(j);
-      }
+      if (--remaining[j] == 0 && isLocal(steps[j].kind)) readyLocal.push_back(j);
     }
   };
 
@@ -186,6 +215,7 @@ Status Executor::run(const sched::Schedule& schedule, std::vector<std::byte*> bu
     h.msgsToPeer = schedule.messagesTo(p.peer);
     h.msgsFromPeer = schedule.messagesFrom(p.peer);
     std::snprintf(h.algo, sizeof(h.algo), "%s", schedule.algo.c_str());
+    for (int b = 0; b < 3; ++b) h.bufAddr[b] = reinterpret_cast<uint64_t>(buffers[b]);
     CHORUS_ASSIGN_OR_RETURN(p.headerRecvOp,
                             p.conn->postRecv(&p.theirs, sizeof(WireHeader), headerTag(id.seq)));
     CHORUS_ASSIGN_OR_RETURN(p.headerSendOp,
@@ -295,7 +325,9 @@ Status Executor::run(const sched::Schedule& schedule, std::vector<std::byte*> bu
           }
           dst = stagingFor(static_cast<size_t>(slot), s.dst.bytes);
         }
-        CHORUS_ASSIGN_OR_RETURN(Op o, p.conn->postRecv(dst, s.dst.bytes, tag));
+        const uint64_t bytes = s.kind == sched::StepKind::kWait ? 0 : s.dst.bytes;
+        if (bytes == 0) dst = nullptr;
+        CHORUS_ASSIGN_OR_RETURN(Op o, p.conn->postRecv(dst, bytes, tag));
         posted.push_back({o, i, static_cast<int>(pi), slot});
         ++p.inflightRecv;
         progressed = true;
@@ -304,23 +336,36 @@ Status Executor::run(const sched::Schedule& schedule, std::vector<std::byte*> bu
              remaining[p.sends[p.nextSend]] == 0) {
         uint32_t i = p.sends[p.nextSend++];
         const sched::Step& s = steps[i];
-        CHORUS_ASSIGN_OR_RETURN(Op o, p.conn->postSend(ptr(s.a), s.a.bytes, tag));
+        const bool note = s.kind == sched::StepKind::kNotify;
+        CHORUS_ASSIGN_OR_RETURN(Op o, p.conn->postSend(note ? nullptr : ptr(s.a),
+                                                       note ? 0 : s.a.bytes, tag));
         posted.push_back({o, i, static_cast<int>(pi), -1});
         ++p.inflightSend;
         progressed = true;
       }
     }
 
-    // Local steps inline.
-    while (!readyLocal.empty()) {
-      uint32_t i = readyLocal.back();
-      readyLocal.pop_back();
+    // Local and one-sided steps inline. A one-sided step waits for its peer's header (which
+    // brings the peer's buffer addresses); the others go first.
+    for (size_t k = 0; k < readyLocal.size();) {
+      const uint32_t i = readyLocal[k];
       const sched::Step& s = steps[i];
-      if (s.kind == sched::StepKind::kCopy) {
+      if (sched::isOneSided(s.kind)) {
+        const PeerState& p = peers[static_cast<size_t>(peerIndex(s.peer))];
+        if (!p.headerRecvd) {
+          ++k;
+          continue;
+        }
+        CHORUS_RETURN_IF_ERROR(runOneSided(s, p.conn, p.theirs.bufAddr[s.a.buf] + s.a.offset, ptr,
+                                           dtype, op)
+                                   .withContext(call() + " " + describeStep(s, i)));
+      } else if (s.kind == sched::StepKind::kCopy) {
         if (ptr(s.a) != ptr(s.dst)) kernels::copy(ptr(s.dst), ptr(s.a), s.dst.bytes);
       } else {
         kernels::reduce(ptr(s.dst), ptr(s.a), ptr(s.b), s.dst.bytes / elem, dtype, op);
       }
+      readyLocal[k] = readyLocal.back();
+      readyLocal.pop_back();
       complete(i);
       progressed = true;
     }
@@ -337,7 +382,7 @@ Status Executor::run(const sched::Schedule& schedule, std::vector<std::byte*> bu
         continue;
       }
       const sched::Step& s = steps[po.step];
-      if (s.kind == sched::StepKind::kSend) {
+      if (isSendLike(s.kind)) {
         --p.inflightSend;
       } else {
         --p.inflightRecv;

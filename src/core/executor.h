@@ -7,6 +7,11 @@
 // destination as soon as it completes. Chunked schedules therefore pipeline by themselves:
 // while chunk c is being reduced, chunk c+1 is on the wire and chunk c-1 is being forwarded.
 //
+// One-sided steps (kGet, kGetReduce) run inline like local steps, once their dependencies are
+// done and the peer's header — which carries its buffer addresses — has arrived and been
+// checked; a kGetReduce reads through a cache-sized bounce buffer and reduces piece by piece.
+// kNotify / kWait are zero-byte messages in the peer's send / receive order.
+//
 // Before any data, one consistency header travels each way to every peer of the schedule
 // (collective, sequence number, count, type, op, root, algorithm, and the bytes and messages
 // each side will send the other). A disagreement fails the operation with kInvalidUsage naming
@@ -31,7 +36,7 @@
 
 namespace chorus {
 
-// The header each rank sends each peer before a schedule's data (fixed layout, 88 bytes).
+// The header each rank sends each peer before a schedule's data (fixed layout, 112 bytes).
 struct WireHeader {
   uint32_t magic = 0;
   uint16_t version = 0;
@@ -47,8 +52,10 @@ struct WireHeader {
   uint32_t msgsToPeer = 0;
   uint32_t msgsFromPeer = 0;
   char algo[32] = {};
+  // Where the sender's input, output and scratch are, for peers that read them one-sidedly.
+  uint64_t bufAddr[3] = {};
 };
-static_assert(sizeof(WireHeader) == 88);
+static_assert(sizeof(WireHeader) == 112);
 
 // What the caller says about the operation, for the header and for messages.
 struct OpIdentity {
@@ -86,12 +93,17 @@ class Executor {
 
  private:
   std::byte* stagingFor(size_t slot, uint64_t bytes);
+  // Runs a kGet / kGetReduce whose source is `remote` in the peer's address space.
+  template <class Ptr>
+  Status runOneSided(const sched::Step& s, Connection* conn, uint64_t remote, Ptr ptr,
+                     DataType dtype, ReduceOp op);
   std::byte* scratch(uint64_t bytes);
 
   std::vector<std::unique_ptr<std::byte[]>> staging_;
   std::vector<uint64_t> stagingSize_;
   std::unique_ptr<std::byte[]> scratch_;
   uint64_t scratchSize_ = 0;
+  std::unique_ptr<std::byte[]> bounce_;  // one-sided reads that are reduced land here first
 };
 
 }  // namespace chorus

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -355,19 +356,34 @@ TEST(Failure, MismatchedCountMessageNamesBothSides) {
   EXPECT_EQ(summarize(out), "");
 }
 
+struct KillCase {
+  const char* what;
+  size_t count;
+  std::map<std::string, std::string> env;
+};
+
 TEST(Failure, KilledRankFailsEveryOtherRankWithin5Seconds) {
+  // 32 MiB takes long enough to be hit mid-way; 4 floats run through the host staging segment.
+  const KillCase cases[] = {
+      {"shm, default (two-shot)", size_t{8} << 20, {}},
+      {"shm, ring", size_t{8} << 20, {{"CHORUS_ALGO", "allreduce:ring"}}},
+      {"shm, staged one-shot", 4, {}},
+      {"tcp", size_t{8} << 20, {{"CHORUS_TRANSPORT", "tcp"}}},
+  };
+  for (const KillCase& kc : cases)
   for (int n : {3, 4}) {
+    SCOPED_TRACE(std::string(kc.what) + ", " + std::to_string(n) + " ranks");
     auto* killedAt = static_cast<double*>(sharedScratch(sizeof(double)));
-    auto out = runRanks(n, [killedAt](chorusComm_t comm, int rank, int) -> std::string {
-      const size_t count = 8 << 20;  // 32 MiB: each allreduce takes long enough to be hit mid-way
+    const size_t count = kc.count;
+    auto out = runRanks(n, [killedAt, count](chorusComm_t comm, int rank, int) -> std::string {
       std::vector<float> a(count, 1.f), b(count);
       const int victim = 1;
-      for (int iter = 0; iter < 1000; ++iter) {
-        if (rank == victim && iter == 2) {
+      for (int iter = 0; iter < 1000000; ++iter) {
+        if (rank == victim && iter == (count > 1000 ? 2 : 20000)) {
           chorusRequest_t req = nullptr;
           RANK_OK(chorusIAllReduce(a.data(), b.data(), count, chorusFloat32, chorusSum, comm,
                                    nullptr, &req));
-          ::usleep(30000);  // inside the collective
+          if (count > 1000) ::usleep(30000);  // inside the collective
           *killedAt = monotonicSeconds();
           ::raise(SIGKILL);
         }
@@ -382,8 +398,9 @@ TEST(Failure, KilledRankFailsEveryOtherRankWithin5Seconds) {
         return "";
       }
       return "rank " + std::to_string(rank) + ": never noticed the dead rank";
-    }, {.deadlineSeconds = 60});
+    }, {.deadlineSeconds = 60, .env = kc.env});
     for (const RankOutcome& o : out) {
+      EXPECT_TRUE(o.leftovers.empty()) << summarize({o});
       if (o.rank == 1) {
         EXPECT_EQ(o.signal, SIGKILL);
       } else {

@@ -6,7 +6,9 @@
 // poisoned before every call, and the first wrong element is reported with its index and values.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cstring>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -236,9 +238,18 @@ std::string runCase(chorusComm_t comm, int rank, int n, const Case& c) {
   return err;
 }
 
+// The same sweep runs under several configurations: the default (shared memory between these
+// ranks: staging segment, direct and ring algorithms chosen by size), TCP only, shared memory
+// without cross-memory attach, and every algorithm of the collective forced.
+struct Variant {
+  std::string name;  // "" for the default
+  std::map<std::string, std::string> env;
+};
+
 struct Param {
   C coll;
   int nranks;
+  Variant variant;
 };
 
 class Collectives : public ::testing::TestWithParam<Param> {};
@@ -263,22 +274,50 @@ TEST_P(Collectives, MatchesReference) {
       }
     }
     return "";
-  }, RunOptions{.deadlineSeconds = 600});
+  }, RunOptions{.deadlineSeconds = 600, .env = p.variant.env});
   EXPECT_EQ(summarize(outcomes), "");
+}
+
+// Every registered algorithm of each collective (the registry's names).
+std::vector<std::string> algorithmsOf(C c) {
+  switch (c) {
+    case C::kAllReduce: return {"ring", "oneshot", "twoshot"};
+    case C::kBroadcast: return {"chain", "direct"};
+    case C::kReduce: return {"chain", "direct"};
+    case C::kAllGather: return {"ring", "direct"};
+    case C::kReduceScatter: return {"ring", "direct"};
+    case C::kAllToAll: return {"pairwise", "direct"};
+    case C::kAllToAllv: return {"pairwise"};
+    case C::kGather: return {"linear", "direct"};
+    case C::kScatter: return {"linear", "direct"};
+  }
+  return {};
 }
 
 std::vector<Param> allParams() {
   std::vector<Param> v;
   for (C c : {C::kAllReduce, C::kBroadcast, C::kReduce, C::kAllGather, C::kReduceScatter,
-              C::kAllToAll, C::kAllToAllv, C::kGather, C::kScatter})
-    for (int n : {1, 2, 3, 4, 5, 8}) v.push_back({c, n});
+              C::kAllToAll, C::kAllToAllv, C::kGather, C::kScatter}) {
+    std::vector<Variant> variants = {{"", {}},
+                                     {"tcp", {{"CHORUS_TRANSPORT", "tcp"}}},
+                                     {"nocma", {{"CHORUS_SHM_CMA", "0"}}}};
+    std::string coll = cName(c);  // CHORUS_ALGO spells collectives in lower case
+    for (char& ch : coll) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    for (const std::string& a : algorithmsOf(c))
+      variants.push_back({a, {{"CHORUS_ALGO", coll + ":" + a}}});
+    for (const Variant& var : variants)
+      for (int n : {1, 2, 3, 4, 5, 8}) v.push_back({c, n, var});
+  }
   return v;
 }
 
 INSTANTIATE_TEST_SUITE_P(All, Collectives, ::testing::ValuesIn(allParams()),
                          [](const ::testing::TestParamInfo<Param>& info) {
-                           return std::string(cName(info.param.coll)) + "_" +
-                                  std::to_string(info.param.nranks) + "ranks";
+                           std::string name = std::string(cName(info.param.coll)) + "_" +
+                                              std::to_string(info.param.nranks) + "ranks";
+                           if (!info.param.variant.name.empty())
+                             name += "_" + info.param.variant.name;
+                           return name;
                          });
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "tests/multiproc/harness.h"
 
+#include <dirent.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -160,12 +161,28 @@ std::vector<RankOutcome> runRanks(int nranks, const RankFn& fn, const RunOptions
     }
     ::usleep(2000);
   }
+  // Every name a rank created must be gone: unlinked once all peers mapped it, crash or not.
+  if (DIR* dir = ::opendir("/dev/shm")) {
+    while (dirent* e = ::readdir(dir)) {
+      std::string name = e->d_name;
+      if (name.rfind("chorus-", 0) != 0) continue;
+      for (int r = 0; r < nranks; ++r) {
+        if (name.find("-" + std::to_string(pids[static_cast<size_t>(r)]) + "-") == std::string::npos)
+          continue;
+        out[static_cast<size_t>(r)].leftovers.push_back("/dev/shm/" + name);
+        ::unlink(("/dev/shm/" + name).c_str());  // so one failure does not pile up
+      }
+    }
+    ::closedir(dir);
+  }
   return out;
 }
 
 std::string summarize(const std::vector<RankOutcome>& outcomes) {
   std::string s;
   for (const RankOutcome& o : outcomes) {
+    for (const std::string& f : o.leftovers)
+      s += "rank " + std::to_string(o.rank) + ": left " + f + " behind\n";
     if (o.exited && o.exitCode == 0) continue;
     s += "rank " + std::to_string(o.rank) + ": ";
     if (o.timedOut) s += "killed at the test deadline; ";

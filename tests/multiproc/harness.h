@@ -23,6 +23,9 @@ struct RankOutcome {
   int signal = 0;
   std::string failure;   // what fn reported
   bool timedOut = false;
+  // Shared-memory segments this rank created that still exist after every rank has ended
+  // (/dev/shm/chorus-<pidns>-<pid>-...): there must be none, even after a crash.
+  std::vector<std::string> leftovers;
 };
 
 struct RunOptions {

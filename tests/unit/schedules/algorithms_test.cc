@@ -175,10 +175,12 @@ TEST_P(AlgorithmSweep, SymbolicChecker) {
 
 std::vector<Band> bands() {
   std::vector<Band> out;
-  for (const char* name : {"allreduce:ring", "allreduce:oneshot", "reducescatter:ring", "allgather:ring",
-                           "broadcast:chain", "reduce:chain", "alltoall:pairwise",
-                           "alltoallv:pairwise", "gather:linear", "scatter:linear",
-                           "barrier:dissemination"}) {
+  for (const char* name :
+       {"allreduce:ring", "allreduce:oneshot", "reducescatter:ring", "allgather:ring",
+        "broadcast:chain", "reduce:chain", "alltoall:pairwise", "alltoallv:pairwise",
+        "gather:linear", "scatter:linear", "barrier:dissemination", "allreduce:twoshot",
+        "reducescatter:direct", "allgather:direct", "broadcast:direct", "reduce:direct",
+        "alltoall:direct", "gather:direct", "scatter:direct"}) {
     for (Band b : {Band{name, 1, 12}, Band{name, 13, 20}, Band{name, 21, 27},
                    Band{name, 28, 33}})
       out.push_back(b);
@@ -198,12 +200,27 @@ TEST(Registry, EveryCollectiveHasItsAlgorithm) {
   const struct {
     Coll coll;
     const char* name;
-  } want[] = {{Coll::kAllReduce, "ring"},       {Coll::kAllReduce, "oneshot"},
-              {Coll::kReduceScatter, "ring"},
-              {Coll::kAllGather, "ring"},       {Coll::kBroadcast, "chain"},
-              {Coll::kReduce, "chain"},         {Coll::kAllToAll, "pairwise"},
-              {Coll::kAllToAllv, "pairwise"},   {Coll::kGather, "linear"},
-              {Coll::kScatter, "linear"},       {Coll::kBarrier, "dissemination"}};
+    bool isDefault;  // for messages of any size (all-reduce is checked below)
+    bool oneSided;   // needs a transport that can read peer memory
+  } want[] = {{Coll::kAllReduce, "ring", false, false},
+              {Coll::kAllReduce, "oneshot", false, false},
+              {Coll::kReduceScatter, "ring", true, false},
+              {Coll::kAllGather, "ring", true, false},
+              {Coll::kBroadcast, "chain", true, false},
+              {Coll::kReduce, "chain", true, false},
+              {Coll::kAllToAll, "pairwise", true, false},
+              {Coll::kAllToAllv, "pairwise", true, false},
+              {Coll::kGather, "linear", true, false},
+              {Coll::kScatter, "linear", true, false},
+              {Coll::kBarrier, "dissemination", true, false},
+              {Coll::kAllReduce, "twoshot", false, true},
+              {Coll::kReduceScatter, "direct", false, true},
+              {Coll::kAllGather, "direct", false, true},
+              {Coll::kBroadcast, "direct", false, true},
+              {Coll::kReduce, "direct", false, true},
+              {Coll::kAllToAll, "direct", false, true},
+              {Coll::kGather, "direct", false, true},
+              {Coll::kScatter, "direct", false, true}};
   EXPECT_EQ(allAlgorithms().size(), std::size(want));
   for (const auto& w : want) {
     const AlgoInfo* a = findAlgorithm(w.coll, w.name);
@@ -211,9 +228,20 @@ TEST(Registry, EveryCollectiveHasItsAlgorithm) {
     EXPECT_EQ(a->coll, w.coll);
     EXPECT_NE(std::string(a->description), "");
     EXPECT_EQ(findAlgorithm(w.coll, std::string(collName(w.coll)) + ":" + w.name), a);
-    if (w.coll != Coll::kAllReduce) {
+    if (w.isDefault) {
       EXPECT_EQ(defaultAlgorithm(w.coll, CollDesc{w.coll}, 8), a);
     }
+    // Whether a schedule needs gets is a property of the algorithm, not of the call.
+    CollDesc d{w.coll};
+    d.count = 6;
+    d.root = 1;
+    if (w.coll == Coll::kAllToAllv) {
+      d.sendCounts = d.recvCounts = std::vector<uint64_t>(4, 2);
+      d.sendDispls = d.recvDispls = {0, 2, 4, 6};
+    }
+    bool needs = false;
+    for (int r = 0; r < 4; ++r) needs = needs || makeSchedule(*a, d, r, 4).needsOneSided();
+    EXPECT_EQ(needs, w.oneSided) << collName(w.coll) << ":" << w.name;
   }
   // All-reduce: one-shot for small messages on few ranks, the ring otherwise.
   CollDesc small{Coll::kAllReduce};

@@ -165,6 +165,68 @@ TEST(ScheduleFinalize, ReadModifyWriteStep) {
   EXPECT_EQ(s.steps[3].deps, (Deps{1, 2}));
 }
 
+TEST(ScheduleBuilders, OneSidedStepsAndFences) {
+  Schedule s;
+  s.get(4, in(0, 0), out(0, 0));                   // dropped, peer kept
+  s.getReduce(5, in(0, 0), out(0, 0), out(0, 0));  // dropped, peer kept
+  EXPECT_FALSE(s.needsOneSided());
+  s.notify(1);  // never dropped: they carry no bytes by design
+  s.wait(1);
+  EXPECT_FALSE(s.needsOneSided());
+  s.get(1, out(8, 8), scr(0, 8));
+  EXPECT_TRUE(s.needsOneSided());
+  s.notify(1);
+  EXPECT_EQ(s.peers, (std::vector<int>{4, 5, 1}));
+  ASSERT_EQ(s.steps.size(), 4u);
+  EXPECT_EQ(s.steps[2].kind, StepKind::kGet);
+  EXPECT_EQ(s.steps[2].a.offset, 8u);  // the peer's range, kept as given
+  EXPECT_EQ(s.messagesTo(1), 2u);      // notifies are messages of zero bytes
+  EXPECT_EQ(s.messagesFrom(1), 1u);
+  EXPECT_EQ(s.bytesTo(1), 0u);
+  EXPECT_EQ(s.bytesFrom(1), 0u);
+  EXPECT_STREQ(stepKindName(StepKind::kGetReduce), "getReduce");
+  EXPECT_STREQ(stepKindName(StepKind::kWait), "wait");
+}
+
+TEST(ScheduleFinalize, GetsHaveOnlyLocalHazards) {
+  Schedule s;
+  s.get(1, out(0, 8), scr(0, 8));                     // 0: the peer's output is not ours
+  s.send(2, out(0, 8));                               // 1: independent of 0
+  s.getReduce(2, in(0, 8), scr(0, 8), scr(0, 8));     // 2: reads and writes what 0 wrote
+  s.copy(scr(0, 8), out(8, 8));                       // 3: reads 2's result
+  s.getReduce(1, scr(0, 8), in(0, 8), out(0, 8));     // 4: WAR on out[0,8) after 1 only
+  s.finalize();
+  EXPECT_EQ(s.steps[1].deps, Deps{});
+  EXPECT_EQ(s.steps[2].deps, Deps{0});
+  EXPECT_EQ(s.steps[3].deps, Deps{2});
+  EXPECT_EQ(s.steps[4].deps, Deps{1});
+}
+
+TEST(ScheduleFinalize, NotifyFencesBackwardsWaitFencesForwards) {
+  Schedule s;
+  s.get(1, in(0, 8), out(0, 8));   // 0
+  s.get(2, in(0, 8), out(8, 8));   // 1
+  s.copy(out(0, 4), scr(0, 4));    // 2: after 0
+  s.notify(1);                     // 3: 1 and 2 (0 through 2)
+  s.notify(2);                     // 4: the previous notify covers everything before it
+  s.wait(1);                       // 5: free to complete early
+  s.wait(2);                       // 6: after the earlier wait
+  s.copy(in(16, 4), scr(8, 4));    // 7: touches nothing else, still after the waits
+  s.notify(1);                     // 8: FIFO 3; 4 (nobody depends on it yet); 7 (6, 5 through it)
+  s.send(2, in(0, 4));             // 9: FIFO after notify 4; after the last wait
+  s.finalize();
+  EXPECT_EQ(s.steps[3].deps, (Deps{1, 2}));
+  EXPECT_EQ(s.steps[4].deps, Deps{3});
+  EXPECT_EQ(s.steps[5].deps, Deps{});
+  EXPECT_EQ(s.steps[6].deps, Deps{5});
+  EXPECT_EQ(s.steps[7].deps, Deps{6});
+  EXPECT_EQ(s.steps[8].deps, (Deps{3, 4, 6, 7}));
+  EXPECT_EQ(s.steps[9].deps, (Deps{4, 6}));
+  const Deps before = s.steps[8].deps;
+  s.finalize();
+  EXPECT_EQ(s.steps[8].deps, before);
+}
+
 TEST(ScheduleFinalize, IsIdempotent) {
   Schedule s;
   s.recv(1, scr(0, 8));
@@ -200,15 +262,29 @@ Access accessOf(const Schedule& s, const Step& st) {
       a.reads = {s.canonical(st.a), s.canonical(st.b)};
       a.writes = {s.canonical(st.dst)};
       break;
+    case StepKind::kGet: a.writes = {s.canonical(st.dst)}; break;  // st.a is the peer's
+    case StepKind::kGetReduce:
+      a.reads = {s.canonical(st.b)};
+      a.writes = {s.canonical(st.dst)};
+      break;
+    case StepKind::kNotify:
+    case StepKind::kWait: break;
   }
   return a;
 }
 
+// x comes before y in program order.
 bool conflict(const Schedule& s, const Step& x, const Step& y) {
-  const bool xr = x.kind == StepKind::kRecv || x.kind == StepKind::kRecvReduce;
-  const bool yr = y.kind == StepKind::kRecv || y.kind == StepKind::kRecvReduce;
-  if (x.kind == StepKind::kSend && y.kind == StepKind::kSend && x.peer == y.peer) return true;
+  const bool xr = x.kind == StepKind::kRecv || x.kind == StepKind::kRecvReduce ||
+                  x.kind == StepKind::kWait;
+  const bool yr = y.kind == StepKind::kRecv || y.kind == StepKind::kRecvReduce ||
+                  y.kind == StepKind::kWait;
+  const bool xs = x.kind == StepKind::kSend || x.kind == StepKind::kNotify;
+  const bool ys = y.kind == StepKind::kSend || y.kind == StepKind::kNotify;
+  if (xs && ys && x.peer == y.peer) return true;
   if (xr && yr && x.peer == y.peer) return true;
+  // Fences: a notify follows everything before it, everything follows a wait before it.
+  if (y.kind == StepKind::kNotify || x.kind == StepKind::kWait) return true;
   const Access ax = accessOf(s, x), ay = accessOf(s, y);
   for (const Range& w : ax.writes) {
     for (const Range& r : ay.reads) if (overlaps(w, r)) return true;
@@ -234,7 +310,8 @@ TEST(ScheduleFinalize, MatchesBruteForceOnRandomSchedules) {
     for (int i = 0; i < n; ++i) {
       const int peer = static_cast<int>(rng() % 3);
       Range d = range();
-      switch (rng() % 5) {
+      // One trial in two also mixes in one-sided steps and fences.
+      switch (rng() % (trial % 2 ? 10 : 5)) {
         case 0: s.send(peer, range()); break;
         case 1: s.recv(peer, d); break;
         case 2: {
@@ -244,6 +321,11 @@ TEST(ScheduleFinalize, MatchesBruteForceOnRandomSchedules) {
         }
         case 3: s.copy(Range{kInput, d.offset, d.bytes}, d); break;
         case 4: s.reduce(d, Range{kScratch, d.offset, d.bytes}, d); break;
+        case 5:
+        case 6: s.get(peer, range(), d); break;
+        case 7: s.getReduce(peer, range(), rng() % 2 ? d : range(), d); break;
+        case 8: s.notify(peer); break;
+        case 9: s.wait(peer); break;
       }
     }
     s.finalize();

@@ -1,0 +1,47 @@
+// Direct gather over one-sided reads: the root reads every rank's input.
+//
+// Schedule. The root copies its own input into output block root (nothing in place), gets rank
+// q's input into output block q for every peer, chunk by chunk (chunk-major, peers in the order
+// root+1, root+2, ...), then notifies every rank ("I have finished reading your input"). A
+// non-root only waits for that notify, so that it does not return while its input is read.
+//
+// Cost (alpha-beta, B bytes per block): the root reads (n-1) B bytes in independent gets —
+// about one get latency plus one notify, against linear gather's n-1 receives at the root.
+//
+// Tuner: gather on one host over a one-sided transport; never over a transport without gets.
+#include "algorithms/direct/direct.h"
+#include "algorithms/direct/pull.h"
+
+namespace chorus::algo {
+
+using sched::kInput;
+using sched::kOutput;
+
+sched::Schedule buildDirectGather(const sched::CollDesc& d, int rank, int nranks) {
+  sched::Schedule s;
+  s.algo = "direct";
+  const uint64_t es = d.elemSize, count = d.count;
+  if (rank != d.root) {
+    s.addPeer(d.root);
+    if (count != 0) s.wait(d.root);
+    return s;
+  }
+  const uint64_t mine = static_cast<uint64_t>(rank) * count;
+  if (d.inPlace) s.inputInOutput = static_cast<int64_t>(mine * es);
+  if (!d.inPlace) s.copy(elemRange(kInput, {0, count}, es), elemRange(kOutput, {mine, count}, es));
+  direct::addAllPeers(s, rank, nranks);
+  if (nranks == 1 || count == 0) return s;
+  const uint64_t chunk = chunkElems(d);
+  for (uint64_t c = 0; c < numChunks(count, chunk); ++c) {
+    const Block part = chunkOf({0, count}, chunk, c);
+    for (int k = 1; k < nranks; ++k) {
+      const int q = direct::peerAt(rank, nranks, k);
+      const Block into{static_cast<uint64_t>(q) * count + part.begin, part.count};
+      s.get(q, elemRange(kInput, part, es), elemRange(kOutput, into, es));
+    }
+  }
+  direct::notifyAll(s, rank, nranks);
+  return s;
+}
+
+}  // namespace chorus::algo
