@@ -37,6 +37,7 @@
 #   COLLS       collectives to run     (default "allreduce allgather reducescatter")
 #   SYSTEMS     systems to run                            (default "chorus ompi gloo")
 #   ITERS, WARMUP  timed / warm-up calls per size         (default 20, 3)
+#   CHORUS_PERF_FLAGS  extra chorus-perf flags              (default "-z 1": blocking calls)
 #   MPI_MCA     mpirun flags choosing OpenMPI's transport (default "--mca btl vader,self")
 #   RUN_TIMEOUT seconds one run may take                  (default 1800)
 #   MEMBW       0: skip the memory probe and the bound    (default 1)
@@ -174,7 +175,10 @@ for n in "${ranks[@]}"; do
         log=$out/logs/$coll-$system-n$n-r$rep.log
         case $system in
           chorus)
-            run "$log" "$chorus_run" -n "$n" --no-prefix -- "$chorus_perf" "${flags[@]}" ;;
+            # -z 1: blocking calls, as MPI_Allreduce is (CHORUS_PERF_FLAGS overrides).
+            # shellcheck disable=SC2086  # a list of flags
+            run "$log" "$chorus_run" -n "$n" --no-prefix -- "$chorus_perf" "${flags[@]}" \
+              ${CHORUS_PERF_FLAGS:--z 1} ;;
           ompi)
             # shellcheck disable=SC2086  # MPI_MCA is a list of flags
             run "$log" mpirun -np "$n" --oversubscribe $mpi_mca --mca btl_tcp_if_include lo \

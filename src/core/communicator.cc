@@ -471,8 +471,9 @@ Status Communicator::setupStaging() {
   const PeerInfo& me = peers_[static_cast<size_t>(rank_)];
   for (const PeerInfo& p : peers_)
     if (p.rank != rank_ && !shmTransport->canConnect(me, p).ok) return Status();
+  stagingEnv_ = stagingEnv();
   CHORUS_ASSIGN_OR_RETURN(staging_, HostStaging::create(rank_, nranks_, commId_, peers_[0].pid,
-                                                        slot, stagingEnv()));
+                                                        slot, stagingEnv_));
   CHORUS_LOG(INFO, INIT) << "all " << nranks_ << " ranks on this host: all-reduces up to "
                          << staging_->slotBytes() << " B run through a shared staging segment";
   return Status();
@@ -589,11 +590,12 @@ Status Communicator::runNow(const CollArgs& a) {
   id.dtype = a.dtype;
   id.userOp = userOp;
   id.root = a.root;
+  // The default rule picks one-shot for everything that fits a staging slot; CHORUS_ALGO may not.
   if (staging_ && a.coll == sched::Coll::kAllReduce && a.count * elem <= staging_->slotBytes() &&
-      chooseAlgorithm(d) == "oneshot") {
+      (forcedAlgo_.empty() || chooseAlgorithm(d) == "oneshot")) {
     // The one-shot all-reduce through the host's staging segment: no schedule, no messages.
     id.seq = ++collSeq_;
-    Status st = staging_->allReduce(id, send, recv, a.count, a.dtype, op, stagingEnv());
+    Status st = staging_->allReduce(id, send, recv, a.count, a.dtype, op, stagingEnv_);
     if (!st.ok()) return fail(st);
     ++algoCounts_["allreduce:oneshot"];
   } else {
@@ -601,7 +603,7 @@ Status Communicator::runNow(const CollArgs& a) {
     CHORUS_ASSIGN_OR_RETURN(auto schedule, scheduleFor(d, &algoName));
     id.seq = ++collSeq_;
     if (staging_) {
-      Status st = staging_->announce(id, stagingEnv());
+      Status st = staging_->announce(id, stagingEnv_);
       if (!st.ok()) return fail(st);
     }
     std::vector<std::byte*> buffers = {const_cast<std::byte*>(send), recv, nullptr};

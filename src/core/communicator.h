@@ -155,6 +155,7 @@ class Communicator {
   Executor executor_;
   // All ranks on this host: small all-reduces run through this segment (see host_staging.h).
   std::unique_ptr<HostStaging> staging_;
+  HostStaging::WaitEnv stagingEnv_;  // built once: the per-call path allocates nothing
   // Every peer is reachable one-sidedly (shared memory with cross-memory attach).
   bool oneSided_ = false;
   uint64_t collSeq_ = 0;

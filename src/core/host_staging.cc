@@ -40,23 +40,29 @@ size_t roundUp(size_t v, size_t to) { return (v + to - 1) / to * to; }
 
 }  // namespace
 
+// One cache line per rank and parity: the sequence word, the operation header and, for tiny
+// messages, the data itself. A reader that sees the number has the rest in the same line, so a
+// small all-reduce costs about one cache-line transfer per peer each way.
 struct HostStaging::OpHeader {
-  alignas(64) uint64_t seq;
-  uint64_t count;
-  int32_t root;
+  std::atomic<uint32_t> seq;  // low 32 bits of the last operation published in this parity
   uint8_t coll;
   uint8_t dtype;
   uint8_t op;      // the user's op, 0xff when none
   uint8_t staged;  // 1: this operation runs through the slots
+  int32_t root;
+  uint32_t pad;
+  uint64_t fullSeq;
+  uint64_t count;
+  std::byte inl[kInlineBytes];
 };
+static_assert(sizeof(HostStaging::OpHeader) == 64);
 
 struct HostStaging::RankCtl {
-  alignas(64) std::atomic<uint32_t> seq;  // low 32 bits of the last published operation
-  std::atomic<uint32_t> waiters;          // ranks sleeping on `seq`
-  alignas(64) std::atomic<uint32_t> failed;  // 0, or 1 + Code once this rank's communicator failed
+  OpHeader line[2];                     // by parity
+  alignas(64) std::atomic<uint32_t> waiters;  // ranks sleeping on one of this rank's seq words
+  alignas(64) std::atomic<uint32_t> failed;   // 0, or 1 + Code once this rank's communicator failed
   uint32_t failLength;
   char failMessage[512];
-  OpHeader hdr[2];
 };
 
 HostStaging::~HostStaging() = default;
@@ -142,8 +148,11 @@ StatusOr<std::unique_ptr<HostStaging>> HostStaging::create(int rank, int nranks,
 Status HostStaging::waitFor(int rank, uint64_t seq, const OpIdentity& id, const WaitEnv& env,
                             Clock::time_point deadline) {
   RankCtl& c = ctl(rank);
+  std::atomic<uint32_t>& word = c.line[seq & 1].seq;
   const uint32_t target = static_cast<uint32_t>(seq);
+  // Values in one parity's word only grow, and never past target + 2 while we wait for target.
   auto reached = [&](uint32_t v) { return static_cast<int32_t>(v - target) >= 0; };
+  if (reached(word.load(std::memory_order_acquire))) return Status();
   auto peerFailed = [&]() -> Status {
     const uint32_t f = c.failed.load(std::memory_order_acquire);
     const Code code = f - 1 == static_cast<uint32_t>(Code::kInvalidUsage) ? Code::kInvalidUsage
@@ -152,14 +161,18 @@ Status HostStaging::waitFor(int rank, uint64_t seq, const OpIdentity& id, const 
     return Status(code, "rank " + std::to_string(rank) + " aborted: " +
                             std::string(c.failMessage, len));
   };
-  if (reached(c.seq.load(std::memory_order_acquire))) return Status();
   const auto start = Clock::now();
   auto lastCheck = start;
   while (true) {
-    for (int i = 0; i < 64; ++i) {
-      if (reached(c.seq.load(std::memory_order_acquire))) return Status();
-      cpuRelax();
+    // Spinning only pays when the peer runs on another core at the same time; with more ranks
+    // than cores (spinUs 0) the peer needs this core, so give it up at once.
+    if (env.spinUs > 0) {
+      for (int i = 0; i < 16; ++i) {
+        if (reached(word.load(std::memory_order_acquire))) return Status();
+        cpuRelax();
+      }
     }
+    if (reached(word.load(std::memory_order_acquire))) return Status();
     if (c.failed.load(std::memory_order_acquire)) return peerFailed();
     const auto now = Clock::now();
     const auto waited = std::chrono::duration_cast<std::chrono::microseconds>(now - start).count();
@@ -181,9 +194,9 @@ Status HostStaging::waitFor(int rank, uint64_t seq, const OpIdentity& id, const 
       continue;
     }
     c.waiters.fetch_add(1, std::memory_order_seq_cst);
-    const uint32_t v = c.seq.load(std::memory_order_seq_cst);
+    const uint32_t v = word.load(std::memory_order_seq_cst);
     if (!reached(v) && !c.failed.load(std::memory_order_acquire)) {
-      WaitWord w{&c.seq, v};
+      WaitWord w{&word, v};
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
       futex::waitAny({&w, 1}, static_cast<int>(std::clamp<long long>(left, 1, 100)));
     }
@@ -195,38 +208,42 @@ Status HostStaging::publish(const OpIdentity& id, const void* payload, size_t by
                             bool staged, const WaitEnv& env, Clock::time_point deadline) {
   const uint64_t s = id.seq;
   const int parity = static_cast<int>(s & 1);
-  // This parity's header and slot were last read during operation s-2, which every rank has
-  // finished once it has published s-1.
+  // This parity's line and slot were last read during operation s-2, which every rank has
+  // finished once it has published s-1 (usually long known: no wait, no cache miss).
   if (s >= 2)
     for (int q = 0; q < nranks_; ++q)
       if (q != rank_) CHORUS_RETURN_IF_ERROR(waitFor(q, s - 1, id, env, deadline));
   RankCtl& me = ctl(rank_);
-  if (bytes) std::memcpy(data(rank_, parity), payload, bytes);
-  OpHeader& h = me.hdr[parity];
-  h.seq = s;
+  OpHeader& h = me.line[parity];
+  if (bytes > kInlineBytes) {
+    std::memcpy(data(rank_, parity), payload, bytes);
+  } else if (bytes) {
+    std::memcpy(h.inl, payload, bytes);
+  }
+  h.fullSeq = s;
   h.count = id.count;
   h.root = id.root;
   h.coll = static_cast<uint8_t>(id.coll);
   h.dtype = static_cast<uint8_t>(id.dtype);
   h.op = static_cast<uint8_t>(id.userOp < 0 ? 0xff : std::min(id.userOp, 0xfe));
   h.staged = staged ? 1 : 0;
-  me.seq.store(static_cast<uint32_t>(s), std::memory_order_release);
+  h.seq.store(static_cast<uint32_t>(s), std::memory_order_release);
   // Pairs with the sleeper's seq_cst increment of `waiters` before its last look at `seq`.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (me.waiters.load(std::memory_order_relaxed)) futex::wakeAll(&me.seq);
+  if (me.waiters.load(std::memory_order_relaxed)) futex::wakeAll(&h.seq);
   return Status();
 }
 
 Status HostStaging::checkHeader(int rank, const OpIdentity& id, bool staged) const {
-  const OpHeader& h = ctl(rank).hdr[id.seq & 1];
+  const OpHeader& h = ctl(rank).line[id.seq & 1];
   const uint8_t op = static_cast<uint8_t>(id.userOp < 0 ? 0xff : std::min(id.userOp, 0xfe));
-  if (h.seq == id.seq && h.count == id.count && h.root == id.root &&
+  if (h.fullSeq == id.seq && h.count == id.count && h.root == id.root &&
       h.coll == static_cast<uint8_t>(id.coll) && h.dtype == static_cast<uint8_t>(id.dtype) &&
       h.op == op && h.staged == (staged ? 1 : 0))
     return Status();
   OpIdentity other;
   other.coll = static_cast<sched::Coll>(h.coll);
-  other.seq = h.seq;
+  other.seq = h.fullSeq;
   other.count = h.count;
   other.dtype = static_cast<DataType>(h.dtype);
   other.userOp = h.op == 0xff ? -1 : h.op;
@@ -261,8 +278,11 @@ Status HostStaging::allReduce(const OpIdentity& id, const void* send, void* recv
   const int parity = static_cast<int>(id.seq & 1);
   auto* out = static_cast<std::byte*>(recv);
   if (count == 0) return Status();
-  kernels::reduce(out, data(0, parity), data(1, parity), count, dtype, op);
-  for (int q = 2; q < nranks_; ++q) kernels::reduce(out, out, data(q, parity), count, dtype, op);
+  auto term = [&](int q) -> const std::byte* {
+    return bytes > kInlineBytes ? data(q, parity) : ctl(q).line[parity].inl;
+  };
+  kernels::reduce(out, term(0), term(1), count, dtype, op);
+  for (int q = 2; q < nranks_; ++q) kernels::reduce(out, out, term(q), count, dtype, op);
   return Status();
 }
 
@@ -274,7 +294,8 @@ void HostStaging::markFailed(const Status& why) {
   std::memcpy(me.failMessage, msg.data(), len);
   me.failLength = static_cast<uint32_t>(len);
   me.failed.store(1 + static_cast<uint32_t>(why.code()), std::memory_order_release);
-  futex::wakeAll(&me.seq);
+  futex::wakeAll(&me.line[0].seq);
+  futex::wakeAll(&me.line[1].seq);
 }
 
 }  // namespace chorus

@@ -38,6 +38,9 @@ namespace chorus {
 
 class HostStaging {
  public:
+  // Messages up to this size travel inside the header's cache line.
+  static constexpr size_t kInlineBytes = 32;
+
   struct WaitEnv {
     int spinUs = 20;
     double timeoutSeconds = 300;
@@ -63,8 +66,10 @@ class HostStaging {
   // Tells the other ranks this rank's communicator has failed (their waits end at once).
   void markFailed(const Status& why);
 
+ public:
+  struct OpHeader;  // public only for its layout check
+
  private:
-  struct OpHeader;
   struct RankCtl;
   HostStaging() = default;
   RankCtl& ctl(int rank) const;
