@@ -104,7 +104,10 @@ class Communicator {
   // Completes `req`, running queued operations on this thread until it is done.
   Status waitFor(const std::shared_ptr<Request>& req);
 
-  void setTimeout(double seconds) { timeoutSeconds_ = seconds; }
+  void setTimeout(double seconds) {
+    timeoutSeconds_ = seconds;
+    stagingEnv_.timeoutSeconds = seconds;
+  }
   CommStats stats();
 
   // PreMulSum operators: scalar bytes of `dtype`; returns the new op value (>= chorusNumOps).

@@ -152,7 +152,11 @@ Status HostStaging::waitFor(int rank, uint64_t seq, const OpIdentity& id, const 
   const uint32_t target = static_cast<uint32_t>(seq);
   // Values in one parity's word only grow, and never past target + 2 while we wait for target.
   auto reached = [&](uint32_t v) { return static_cast<int32_t>(v - target) >= 0; };
-  if (reached(word.load(std::memory_order_acquire))) return Status();
+  // A peer whose communicator failed may have published this operation without finishing it:
+  // its data is never used once it has said so.
+  if (reached(word.load(std::memory_order_acquire)) &&
+      !c.failed.load(std::memory_order_acquire))
+    return Status();
   auto peerFailed = [&]() -> Status {
     const uint32_t f = c.failed.load(std::memory_order_acquire);
     const Code code = f - 1 == static_cast<uint32_t>(Code::kInvalidUsage) ? Code::kInvalidUsage
@@ -168,12 +172,12 @@ Status HostStaging::waitFor(int rank, uint64_t seq, const OpIdentity& id, const 
     // than cores (spinUs 0) the peer needs this core, so give it up at once.
     if (env.spinUs > 0) {
       for (int i = 0; i < 16; ++i) {
-        if (reached(word.load(std::memory_order_acquire))) return Status();
+        if (reached(word.load(std::memory_order_acquire))) break;
         cpuRelax();
       }
     }
-    if (reached(word.load(std::memory_order_acquire))) return Status();
     if (c.failed.load(std::memory_order_acquire)) return peerFailed();
+    if (reached(word.load(std::memory_order_acquire))) return Status();
     const auto now = Clock::now();
     const auto waited = std::chrono::duration_cast<std::chrono::microseconds>(now - start).count();
     if (waited < env.spinUs) continue;
