@@ -78,7 +78,9 @@ const AlgoInfo* findAlgorithm(Coll coll, std::string_view name) {
 //
 // All ranks on one host with cross-memory attach (docs/performance.md has the measurements):
 // all-reduces that fit the staging slots run one-shot through them; larger ones two-shot, which
-// reads each input byte once and writes each output byte once; the other collectives read
+// reads each input byte once and writes each output byte once (through the staging segment's
+// round areas when it has them — at every size faster than over cross-memory attach, whose
+// page pinning costs more than the extra copy —, else over cross-memory attach); the other collectives read
 // directly from their peers once a message is large enough that one process_vm_readv per peer
 // beats copying through the rings (kDirectMinBytes).
 const AlgoInfo* defaultAlgorithm(Coll coll, const sched::CollDesc& d, const Platform& p) {
@@ -86,7 +88,7 @@ const AlgoInfo* defaultAlgorithm(Coll coll, const sched::CollDesc& d, const Plat
   const int n = p.nranks;
   if (coll == Coll::kAllReduce && n > 1) {
     if (p.stagingBytes > 0 && bytes <= p.stagingBytes) return findAlgorithm(coll, "oneshot");
-    if (p.oneSided) return findAlgorithm(coll, "twoshot");
+    if (p.oneSided || p.stagedTwoShot) return findAlgorithm(coll, "twoshot");
     if (n <= 16 && bytes <= kOneShotMaxBytes) return findAlgorithm(coll, "oneshot");
   }
   if (p.oneSided && n > 1 && coll != Coll::kBarrier && coll != Coll::kAllToAllv &&

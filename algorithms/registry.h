@@ -39,6 +39,9 @@ struct Platform {
   // Size of the host staging slots when all ranks share a host (0: none): all-reduces up to it
   // run one-shot through the slots.
   uint64_t stagingBytes = 0;
+  // The staging segment also has two-shot round areas: all-reduces above stagingBytes run
+  // two-shot through them, even without cross-memory attach.
+  bool stagedTwoShot = false;
 };
 const AlgoInfo* defaultAlgorithm(sched::Coll coll, const sched::CollDesc& d, const Platform& p);
 // A platform without shared memory: defaultAlgorithm(coll, d, Platform{nranks}).

@@ -460,6 +460,7 @@ HostStaging::WaitEnv Communicator::stagingEnv() {
 
 Status Communicator::setupStaging() {
   CHORUS_ASSIGN_OR_RETURN(uint64_t slot, config::getBytes("CHORUS_SHM_STAGING"));
+  CHORUS_ASSIGN_OR_RETURN(uint64_t round, config::getBytes("CHORUS_SHM_STAGING_ROUND"));
   if (nranks_ < 2 || slot == 0) return Status();
   std::string allowed = config::getString("CHORUS_TRANSPORT");
   if (!allowed.empty() && ("," + allowed + ",").find(",shm,") == std::string::npos)
@@ -473,9 +474,13 @@ Status Communicator::setupStaging() {
     if (p.rank != rank_ && !shmTransport->canConnect(me, p).ok) return Status();
   stagingEnv_ = stagingEnv();
   CHORUS_ASSIGN_OR_RETURN(staging_, HostStaging::create(rank_, nranks_, commId_, peers_[0].pid,
-                                                        slot, stagingEnv_));
+                                                        slot, round, stagingEnv_));
   CHORUS_LOG(INFO, INIT) << "all " << nranks_ << " ranks on this host: all-reduces up to "
-                         << staging_->slotBytes() << " B run through a shared staging segment";
+                         << staging_->slotBytes() << " B run one-shot through a shared staging "
+                         << "segment, larger ones "
+                         << (round ? "two-shot through it in rounds of " +
+                                         std::to_string(staging_->roundBytes()) + " B"
+                                   : std::string("by schedules"));
   return Status();
 }
 
@@ -488,6 +493,7 @@ std::string_view Communicator::chooseAlgorithm(const sched::CollDesc& d) const {
   p.nranks = nranks_;
   p.oneSided = oneSided_;
   p.stagingBytes = staging_ ? staging_->slotBytes() : 0;
+  p.stagedTwoShot = staging_ && staging_->roundBytes() > 0;
   const AlgoInfo* a = defaultAlgorithm(d.coll, d, p);
   return a ? std::string_view(a->name) : std::string_view();
 }
@@ -590,14 +596,23 @@ Status Communicator::runNow(const CollArgs& a) {
   id.dtype = a.dtype;
   id.userOp = userOp;
   id.root = a.root;
-  // The default rule picks one-shot for everything that fits a staging slot; CHORUS_ALGO may not.
-  if (staging_ && a.coll == sched::Coll::kAllReduce && a.count * elem <= staging_->slotBytes() &&
+  // The default rule picks one-shot for everything that fits a staging slot and two-shot above,
+  // which runs through the staging segment when it has round areas; CHORUS_ALGO may choose
+  // otherwise.
+  const uint64_t bytes = a.count * elem;
+  if (staging_ && a.coll == sched::Coll::kAllReduce && bytes <= staging_->slotBytes() &&
       (forcedAlgo_.empty() || chooseAlgorithm(d) == "oneshot")) {
     // The one-shot all-reduce through the host's staging segment: no schedule, no messages.
     id.seq = ++collSeq_;
     Status st = staging_->allReduce(id, send, recv, a.count, a.dtype, op, stagingEnv_);
     if (!st.ok()) return fail(st);
     ++algoCounts_["allreduce:oneshot"];
+  } else if (staging_ && a.coll == sched::Coll::kAllReduce && staging_->roundBytes() > 0 &&
+             bytes > staging_->slotBytes() && chooseAlgorithm(d) == "twoshot") {
+    id.seq = ++collSeq_;
+    Status st = staging_->twoShot(id, send, recv, a.count, a.dtype, op, stagingEnv_);
+    if (!st.ok()) return fail(st);
+    ++algoCounts_["allreduce:twoshot-staged"];
   } else {
     std::string algoName;
     CHORUS_ASSIGN_OR_RETURN(auto schedule, scheduleFor(d, &algoName));

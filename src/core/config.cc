@@ -23,6 +23,7 @@ constexpr EnvVar kVars[] = {
     {"CHORUS_SHM_CMA", "1", "1: the shm transport reads large messages straight from the sender's memory (process_vm_readv) and enables the direct algorithms; 0: copy everything through shared slots"},
     {"CHORUS_SHM_CMA_MIN", "64K", "messages from this size up go by cross-memory attach instead of through shared slots"},
     {"CHORUS_SHM_STAGING", "32K", "slot size of the host staging segment (all ranks on one host): all-reduces up to this size run one-shot through it; 0 disables it"},
+    {"CHORUS_SHM_STAGING_ROUND", "256K", "two-shot area of the host staging segment, per rank and half: all-reduces above CHORUS_SHM_STAGING run two-shot through it in rounds of this many bytes; 0: over cross-memory attach instead"},
     {"CHORUS_SOCKET_IFNAME", "", "network interfaces for TCP: prefixes, comma-separated; ^ excludes, = exact (default: the interface that reaches the root, else the first non-loopback)"},
     {"CHORUS_SOCKET_FAMILY", "", "AF_INET or AF_INET6 to force the address family of TCP sockets"},
     {"CHORUS_CONNECT", "eager", "eager: connect every pair of ranks when the communicator is created (a failure anywhere reaches every rank directly); lazy: connect a pair at its first message (fewer sockets for large jobs)"},
@@ -31,6 +32,8 @@ constexpr EnvVar kVars[] = {
     {"CHORUS_CHUNK_SIZE", "256K", "pipelining chunk of ring/chain schedules (bytes, K/M/G suffixes)"},
     {"CHORUS_TIMEOUT", "300", "seconds any wait may last before the operation fails with chorusTimeout"},
     {"CHORUS_SPIN_US", "20", "microseconds a wait spins before yielding, then blocking"},
+    // Topology
+    {"CHORUS_TOPO_DETECT", "", "topology detectors, comma-separated: hwloc or sysfs force the CPU/NUMA/PCI source, ^nvml, ^cuda, ^ibverbs turn one off (default: all built, hwloc before sysfs)"},
     // Logging
     {"CHORUS_DEBUG", "WARN", "log level: WARN, INFO or TRACE"},
     {"CHORUS_DEBUG_SUBSYS", "ALL", "subsystems logged at INFO/TRACE: INIT,TOPO,TUNE,NET,COLL or ALL"},

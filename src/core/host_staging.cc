@@ -15,7 +15,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr uint32_t kMagic = 0x54534843;  // "CHST"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 // After the spin, a waiter yields this long before it sleeps on the futex.
 constexpr int kYieldUs = 200;
 
@@ -26,7 +26,8 @@ struct SegHeader {
   uint32_t slotBytes;
   std::atomic<uint32_t> ready;
   std::atomic<uint32_t> attached;
-  uint8_t pad[40];
+  uint64_t roundBytes;
+  uint8_t pad[32];
 };
 static_assert(sizeof(SegHeader) == 64);
 
@@ -48,7 +49,7 @@ struct HostStaging::OpHeader {
   uint8_t coll;
   uint8_t dtype;
   uint8_t op;      // the user's op, 0xff when none
-  uint8_t staged;  // 1: this operation runs through the slots
+  uint8_t mode;    // HostStaging::Mode: how the operation runs
   int32_t root;
   uint32_t pad;
   uint64_t fullSeq;
@@ -60,6 +61,9 @@ static_assert(sizeof(HostStaging::OpHeader) == 64);
 struct HostStaging::RankCtl {
   OpHeader line[2];                     // by parity
   alignas(64) std::atomic<uint32_t> waiters;  // ranks sleeping on one of this rank's seq words
+  alignas(64) std::atomic<uint32_t> step;         // two-shot: 2t+1 once round t is copied in,
+                                                  // 2t+2 once its slice is reduced
+  alignas(64) std::atomic<uint32_t> stepWaiters;  // ranks sleeping on `step`
   alignas(64) std::atomic<uint32_t> failed;   // 0, or 1 + Code once this rank's communicator failed
   uint32_t failLength;
   char failMessage[512];
@@ -77,14 +81,19 @@ std::byte* HostStaging::data(int rank, int parity) const {
          roundUp(sizeof(RankCtl), 64) + static_cast<size_t>(parity) * slotBytes_;
 }
 
+std::byte* HostStaging::area(int rank, int parity) const {
+  return data(rank, 0) + 2 * slotBytes_ + static_cast<size_t>(parity) * roundBytes_;
+}
+
 StatusOr<std::unique_ptr<HostStaging>> HostStaging::create(int rank, int nranks, uint64_t commId,
                                                            int rank0Pid, size_t slotBytes,
-                                                           const WaitEnv& env) {
+                                                           size_t roundBytes, const WaitEnv& env) {
   std::unique_ptr<HostStaging> h(new HostStaging());
   h->rank_ = rank;
   h->nranks_ = nranks;
   h->slotBytes_ = roundUp(std::max<size_t>(slotBytes, 64), 64);
-  h->rankBytes_ = roundUp(sizeof(RankCtl), 64) + 2 * h->slotBytes_;
+  h->roundBytes_ = roundUp(roundBytes, 4096);
+  h->rankBytes_ = roundUp(sizeof(RankCtl), 64) + 2 * h->slotBytes_ + 2 * h->roundBytes_;
   const size_t bytes = sizeof(SegHeader) + static_cast<size_t>(nranks) * h->rankBytes_;
   const std::string name = shm::segmentName(rank0Pid, commId, "host");
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
@@ -116,6 +125,7 @@ StatusOr<std::unique_ptr<HostStaging>> HostStaging::create(int rank, int nranks,
     sh->version = kVersion;
     sh->nranks = static_cast<uint32_t>(nranks);
     sh->slotBytes = static_cast<uint32_t>(h->slotBytes_);
+    sh->roundBytes = h->roundBytes_;
     sh->ready.store(1, std::memory_order_release);
     while (sh->attached.load(std::memory_order_acquire) < static_cast<uint32_t>(nranks - 1))
       CHORUS_RETURN_IF_ERROR(idle("waiting for every rank to map it"));
@@ -128,10 +138,10 @@ StatusOr<std::unique_ptr<HostStaging>> HostStaging::create(int rank, int nranks,
       auto* sh = reinterpret_cast<SegHeader*>(seg->data());
       if (sh->ready.load(std::memory_order_acquire) == 1) {
         if (sh->magic != kMagic || sh->version != kVersion ||
-            sh->nranks != static_cast<uint32_t>(nranks) || sh->slotBytes != h->slotBytes_)
+            sh->nranks != static_cast<uint32_t>(nranks) || sh->slotBytes != h->slotBytes_ || sh->roundBytes != h->roundBytes_)
           return invalidUsage("host staging segment " + name +
                               " has another layout (ranks with different chorus versions or "
-                              "CHORUS_SHM_STAGING settings?)");
+                              "CHORUS_SHM_STAGING / CHORUS_SHM_STAGING_ROUND settings?)");
         if (sh->attached.fetch_add(1, std::memory_order_acq_rel) + 1 ==
             static_cast<uint32_t>(nranks - 1))
           seg->removeName();
@@ -148,9 +158,23 @@ StatusOr<std::unique_ptr<HostStaging>> HostStaging::create(int rank, int nranks,
 Status HostStaging::waitFor(int rank, uint64_t seq, const OpIdentity& id, const WaitEnv& env,
                             Clock::time_point deadline) {
   RankCtl& c = ctl(rank);
-  std::atomic<uint32_t>& word = c.line[seq & 1].seq;
-  const uint32_t target = static_cast<uint32_t>(seq);
-  // Values in one parity's word only grow, and never past target + 2 while we wait for target.
+  return waitWord(rank, c.line[seq & 1].seq, c.waiters, static_cast<uint32_t>(seq),
+                  "to enter the operation", id, "oneshot", env, deadline);
+}
+
+Status HostStaging::waitStep(int rank, uint32_t step, const OpIdentity& id, const WaitEnv& env,
+                             Clock::time_point deadline) {
+  RankCtl& c = ctl(rank);
+  return waitWord(rank, c.step, c.stepWaiters, step, "to reach the next two-shot step", id,
+                  "twoshot-staged", env, deadline);
+}
+
+Status HostStaging::waitWord(int rank, std::atomic<uint32_t>& word,
+                             std::atomic<uint32_t>& waiters, uint32_t target, const char* what,
+                             const OpIdentity& id, const char* algo, const WaitEnv& env,
+                             Clock::time_point deadline) {
+  RankCtl& c = ctl(rank);
+  // Values of a word only grow, and never past target + 2 while we wait for target.
   auto reached = [&](uint32_t v) { return static_cast<int32_t>(v - target) >= 0; };
   // A peer whose communicator failed may have published this operation without finishing it:
   // its data is never used once it has said so.
@@ -182,34 +206,42 @@ Status HostStaging::waitFor(int rank, uint64_t seq, const OpIdentity& id, const 
     const auto waited = std::chrono::duration_cast<std::chrono::microseconds>(now - start).count();
     if (waited < env.spinUs) continue;
     if (env.abortFlag && env.abortFlag->load(std::memory_order_relaxed))
-      return remoteError(describeCall(id, "oneshot") + ": the communicator was aborted on rank " +
+      return remoteError(describeCall(id, algo) + ": the communicator was aborted on rank " +
                          std::to_string(rank_) + " (chorusCommAbort)");
     if (now >= deadline)
-      return timeoutError(describeCall(id, "oneshot") + ": timed out after " +
+      return timeoutError(describeCall(id, algo) + ": timed out after " +
                           std::to_string(env.timeoutSeconds) + " s on rank " +
                           std::to_string(rank_) + " waiting for rank " + std::to_string(rank) +
-                          " to enter the operation");
+                          " " + what);
     if (now - lastCheck > std::chrono::milliseconds(100) && env.checkPeers) {
       lastCheck = now;
-      CHORUS_RETURN_IF_ERROR(env.checkPeers({rank}).withContext(describeCall(id, "oneshot")));
+      CHORUS_RETURN_IF_ERROR(env.checkPeers({rank}).withContext(describeCall(id, algo)));
     }
     if (waited < env.spinUs + kYieldUs) {
       sched_yield();
       continue;
     }
-    c.waiters.fetch_add(1, std::memory_order_seq_cst);
+    waiters.fetch_add(1, std::memory_order_seq_cst);
     const uint32_t v = word.load(std::memory_order_seq_cst);
     if (!reached(v) && !c.failed.load(std::memory_order_acquire)) {
       WaitWord w{&word, v};
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
       futex::waitAny({&w, 1}, static_cast<int>(std::clamp<long long>(left, 1, 100)));
     }
-    c.waiters.fetch_sub(1, std::memory_order_relaxed);
+    waiters.fetch_sub(1, std::memory_order_relaxed);
   }
 }
 
-Status HostStaging::publish(const OpIdentity& id, const void* payload, size_t bytes,
-                            bool staged, const WaitEnv& env, Clock::time_point deadline) {
+void HostStaging::setStep(uint32_t step) {
+  RankCtl& me = ctl(rank_);
+  me.step.store(step, std::memory_order_release);
+  // Pairs with the sleeper's seq_cst increment of `stepWaiters` before its last look.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (me.stepWaiters.load(std::memory_order_relaxed)) futex::wakeAll(&me.step);
+}
+
+Status HostStaging::publish(const OpIdentity& id, const void* payload, size_t bytes, Mode mode,
+                            const WaitEnv& env, Clock::time_point deadline) {
   const uint64_t s = id.seq;
   const int parity = static_cast<int>(s & 1);
   // This parity's line and slot were last read during operation s-2, which every rank has
@@ -230,7 +262,7 @@ Status HostStaging::publish(const OpIdentity& id, const void* payload, size_t by
   h.coll = static_cast<uint8_t>(id.coll);
   h.dtype = static_cast<uint8_t>(id.dtype);
   h.op = static_cast<uint8_t>(id.userOp < 0 ? 0xff : std::min(id.userOp, 0xfe));
-  h.staged = staged ? 1 : 0;
+  h.mode = mode;
   h.seq.store(static_cast<uint32_t>(s), std::memory_order_release);
   // Pairs with the sleeper's seq_cst increment of `waiters` before its last look at `seq`.
   std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -238,12 +270,12 @@ Status HostStaging::publish(const OpIdentity& id, const void* payload, size_t by
   return Status();
 }
 
-Status HostStaging::checkHeader(int rank, const OpIdentity& id, bool staged) const {
+Status HostStaging::checkHeader(int rank, const OpIdentity& id, Mode mode) const {
   const OpHeader& h = ctl(rank).line[id.seq & 1];
   const uint8_t op = static_cast<uint8_t>(id.userOp < 0 ? 0xff : std::min(id.userOp, 0xfe));
   if (h.fullSeq == id.seq && h.count == id.count && h.root == id.root &&
       h.coll == static_cast<uint8_t>(id.coll) && h.dtype == static_cast<uint8_t>(id.dtype) &&
-      h.op == op && h.staged == (staged ? 1 : 0))
+      h.op == op && h.mode == mode)
     return Status();
   OpIdentity other;
   other.coll = static_cast<sched::Coll>(h.coll);
@@ -252,16 +284,18 @@ Status HostStaging::checkHeader(int rank, const OpIdentity& id, bool staged) con
   other.dtype = static_cast<DataType>(h.dtype);
   other.userOp = h.op == 0xff ? -1 : h.op;
   other.root = h.root;
+  auto how = [](uint8_t m) {
+    return m == kOneShot ? "oneshot" : m == kTwoShot ? "twoshot-staged" : "a schedule";
+  };
   return invalidUsage("rank " + std::to_string(rank_) + " called " +
-                      describeCall(id, staged ? "oneshot" : "") + " but rank " +
-                      std::to_string(rank) + " called " +
-                      describeCall(other, h.staged ? "oneshot" : "a schedule"));
+                      describeCall(id, mode == kSchedule ? "" : how(mode)) + " but rank " +
+                      std::to_string(rank) + " called " + describeCall(other, how(h.mode)));
 }
 
 Status HostStaging::announce(const OpIdentity& id, const WaitEnv& env) {
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                             std::chrono::duration<double>(env.timeoutSeconds));
-  return publish(id, nullptr, 0, false, env, deadline);
+  return publish(id, nullptr, 0, kSchedule, env, deadline);
 }
 
 Status HostStaging::allReduce(const OpIdentity& id, const void* send, void* recv, uint64_t count,
@@ -272,11 +306,11 @@ Status HostStaging::allReduce(const OpIdentity& id, const void* send, void* recv
   if (bytes > slotBytes_)
     return internalError("staged all-reduce of " + std::to_string(bytes) + " bytes exceeds the " +
                          std::to_string(slotBytes_) + "-byte slot");
-  CHORUS_RETURN_IF_ERROR(publish(id, send, bytes, true, env, deadline));
+  CHORUS_RETURN_IF_ERROR(publish(id, send, bytes, kOneShot, env, deadline));
   for (int q = 0; q < nranks_; ++q) {
     if (q == rank_) continue;
     CHORUS_RETURN_IF_ERROR(waitFor(q, id.seq, id, env, deadline));
-    CHORUS_RETURN_IF_ERROR(checkHeader(q, id, true));
+    CHORUS_RETURN_IF_ERROR(checkHeader(q, id, kOneShot));
   }
   // In rank order on every rank, so every rank computes the same expression (bitwise equal).
   const int parity = static_cast<int>(id.seq & 1);
@@ -290,6 +324,70 @@ Status HostStaging::allReduce(const OpIdentity& id, const void* send, void* recv
   return Status();
 }
 
+Status HostStaging::twoShot(const OpIdentity& id, const void* send, void* recv, uint64_t count,
+                            DataType dtype, ReduceOp op, const WaitEnv& env) {
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                            std::chrono::duration<double>(env.timeoutSeconds));
+  if (roundBytes_ == 0) return internalError("two-shot all-reduce without a two-shot area");
+  CHORUS_RETURN_IF_ERROR(publish(id, nullptr, 0, kTwoShot, env, deadline));
+  for (int q = 0; q < nranks_; ++q) {
+    if (q == rank_) continue;
+    CHORUS_RETURN_IF_ERROR(waitFor(q, id.seq, id, env, deadline));
+    CHORUS_RETURN_IF_ERROR(checkHeader(q, id, kTwoShot));
+  }
+  const size_t es = dataTypeSize(dtype);
+  const uint64_t perRound = roundBytes_ / es;
+  const auto* in = static_cast<const std::byte*>(send);
+  auto* out = static_cast<std::byte*>(recv);
+  // Reduce and copy out in pieces that stay in the L1/L2 cache between the two.
+  const uint64_t piece = std::max<uint64_t>(1, (64 << 10) / es);
+  for (uint64_t begin = 0; begin < count; begin += perRound) {
+    const uint64_t n = std::min(perRound, count - begin);
+    const uint64_t t = rounds_++;
+    const int parity = static_cast<int>(t & 1);
+    const auto step = [](uint64_t round, int phase) {
+      return static_cast<uint32_t>(2 * round + static_cast<uint64_t>(phase));
+    };
+    // This half was last read in round t-2, which every rank has finished once it has copied
+    // round t-1 in.
+    if (t >= 1)
+      for (int q = 0; q < nranks_; ++q)
+        if (q != rank_) CHORUS_RETURN_IF_ERROR(waitStep(q, step(t - 1, 1), id, env, deadline));
+    std::memcpy(area(rank_, parity), in + begin * es, n * es);
+    setStep(step(t, 1));
+    for (int q = 0; q < nranks_; ++q)
+      if (q != rank_) CHORUS_RETURN_IF_ERROR(waitStep(q, step(t, 1), id, env, deadline));
+
+    // My slice, reduced from every rank's area in rank order (the same expression on every
+    // element, whoever computes it), into my output and back into my area for the others.
+    auto sliceOf = [&](int r) {
+      const uint64_t base = n / static_cast<uint64_t>(nranks_);
+      const uint64_t extra = n % static_cast<uint64_t>(nranks_);
+      const auto ur = static_cast<uint64_t>(r);
+      return std::pair<uint64_t, uint64_t>{ur * base + std::min(ur, extra),
+                                           base + (ur < extra ? 1 : 0)};
+    };
+    const auto [myBegin, myCount] = sliceOf(rank_);
+    for (uint64_t off = 0; off < myCount; off += piece) {
+      const uint64_t len = std::min(piece, myCount - off);
+      const uint64_t at = (myBegin + off) * es;
+      std::byte* dst = out + begin * es + at;
+      kernels::reduce(dst, area(0, parity) + at, area(1, parity) + at, len, dtype, op);
+      for (int q = 2; q < nranks_; ++q)
+        kernels::reduce(dst, dst, area(q, parity) + at, len, dtype, op);
+      std::memcpy(area(rank_, parity) + at, dst, len * es);
+    }
+    setStep(step(t, 2));
+    for (int k = 1; k < nranks_; ++k) {
+      const int q = (rank_ + k) % nranks_;
+      CHORUS_RETURN_IF_ERROR(waitStep(q, step(t, 2), id, env, deadline));
+      const auto [qBegin, qCount] = sliceOf(q);
+      std::memcpy(out + (begin + qBegin) * es, area(q, parity) + qBegin * es, qCount * es);
+    }
+  }
+  return Status();
+}
+
 void HostStaging::markFailed(const Status& why) {
   RankCtl& me = ctl(rank_);
   if (me.failed.load(std::memory_order_relaxed)) return;
@@ -300,6 +398,7 @@ void HostStaging::markFailed(const Status& why) {
   me.failed.store(1 + static_cast<uint32_t>(why.code()), std::memory_order_release);
   futex::wakeAll(&me.line[0].seq);
   futex::wakeAll(&me.line[1].seq);
+  futex::wakeAll(&me.step);
 }
 
 }  // namespace chorus

@@ -1,5 +1,5 @@
 // The host staging segment: one shared segment per communicator whose ranks are all on one host,
-// through which small all-reduces run without messages.
+// through which small and medium all-reduces run without messages.
 //
 // It is the "shared staging segment" exposure of the one-shot algorithm (algorithms/direct/):
 // each rank copies its input into its own slot, publishes the operation's sequence number, waits
@@ -12,6 +12,18 @@
 // each parity of the sequence number (double buffering). Slot reuse is safe without any
 // acknowledgment: before a rank writes its parity-p slot for operation s it waits until every
 // rank has published s-1, i.e. has finished s-2, the last reader of that slot.
+//
+// Larger all-reduces run two-shot through a second area per rank, in rounds: each rank
+// copies a round's worth of its input into its area, reduces its own slice of the round from
+// every rank's area (in rank order) into its output and back into its area, and copies the other
+// ranks' reduced slices out of theirs. Against two-shot over cross-memory attach this costs one
+// more copy of the input but no system call: process_vm_readv pins every remote page on every
+// call, which is most of the time of a 1–8 MiB all-reduce here, and small rounds keep a round's
+// data in the caches between its copy in, its reduction and its copies out, so from DRAM each
+// input byte is read once and each output byte written once (docs/performance.md). A step
+// word per rank (a futex) says how far the rank is; rounds alternate between two halves of the
+// area, so a rank refills one half only after every rank has filled the other, i.e. has
+// finished reading the first.
 //
 // Every collective of the communicator (not only the staged ones) publishes its header and
 // number here. So a rank that runs the staged path while another runs a schedule (different
@@ -53,16 +65,21 @@ class HostStaging {
   // it removes the name. Bounded by env.timeoutSeconds.
   static StatusOr<std::unique_ptr<HostStaging>> create(int rank, int nranks, uint64_t commId,
                                                        int rank0Pid, size_t slotBytes,
-                                                       const WaitEnv& env);
+                                                       size_t roundBytes, const WaitEnv& env);
   ~HostStaging();
 
   size_t slotBytes() const { return slotBytes_; }
+  // Bytes of the user's buffer per two-shot round (0: no two-shot area).
+  size_t roundBytes() const { return roundBytes_; }
 
   // Publishes operation `id` (id.seq > 0) for a collective that runs as a schedule.
   Status announce(const OpIdentity& id, const WaitEnv& env);
   // One-shot all-reduce through the slots: count * size(dtype) <= slotBytes().
   Status allReduce(const OpIdentity& id, const void* send, void* recv, uint64_t count,
                    DataType dtype, ReduceOp op, const WaitEnv& env);
+  // Two-shot all-reduce through the round areas (roundBytes() > 0), any count.
+  Status twoShot(const OpIdentity& id, const void* send, void* recv, uint64_t count,
+                 DataType dtype, ReduceOp op, const WaitEnv& env);
   // Tells the other ranks this rank's communicator has failed (their waits end at once).
   void markFailed(const Status& why);
 
@@ -74,18 +91,31 @@ class HostStaging {
   HostStaging() = default;
   RankCtl& ctl(int rank) const;
   std::byte* data(int rank, int parity) const;
-  Status publish(const OpIdentity& id, const void* payload, size_t bytes, bool staged,
+  std::byte* area(int rank, int parity) const;
+  // How an operation runs, in its header: ranks must agree.
+  enum Mode : uint8_t { kSchedule = 0, kOneShot = 1, kTwoShot = 2 };
+  Status publish(const OpIdentity& id, const void* payload, size_t bytes, Mode mode,
                  const WaitEnv& env, std::chrono::steady_clock::time_point deadline);
   // Waits until `rank` has published `seq` or later.
   Status waitFor(int rank, uint64_t seq, const OpIdentity& id, const WaitEnv& env,
                  std::chrono::steady_clock::time_point deadline);
-  Status checkHeader(int rank, const OpIdentity& id, bool staged) const;
+  // Waits until `rank`'s two-shot step word reaches `step`.
+  Status waitStep(int rank, uint32_t step, const OpIdentity& id, const WaitEnv& env,
+                  std::chrono::steady_clock::time_point deadline);
+  // The wait both of them are: until `word` (of `rank`'s control block) reaches `target`.
+  Status waitWord(int rank, std::atomic<uint32_t>& word, std::atomic<uint32_t>& waiters,
+                  uint32_t target, const char* what, const OpIdentity& id, const char* algo,
+                  const WaitEnv& env, std::chrono::steady_clock::time_point deadline);
+  void setStep(uint32_t step);
+  Status checkHeader(int rank, const OpIdentity& id, Mode mode) const;
 
   shm::Segment seg_;
   int rank_ = 0;
   int nranks_ = 0;
   size_t slotBytes_ = 0;
+  size_t roundBytes_ = 0;
   size_t rankBytes_ = 0;
+  uint64_t rounds_ = 0;  // two-shot rounds run so far (the same on every rank)
 };
 
 }  // namespace chorus

@@ -365,7 +365,9 @@ struct KillCase {
 TEST(Failure, KilledRankFailsEveryOtherRankWithin5Seconds) {
   // 32 MiB takes long enough to be hit mid-way; 4 floats run through the host staging segment.
   const KillCase cases[] = {
-      {"shm, default (two-shot)", size_t{8} << 20, {}},
+      {"shm, default (two-shot through the staging segment)", size_t{8} << 20, {}},
+      {"shm, two-shot over cross-memory attach", size_t{8} << 20,
+       {{"CHORUS_SHM_STAGING_ROUND", "0"}}},
       {"shm, ring", size_t{8} << 20, {{"CHORUS_ALGO", "allreduce:ring"}}},
       {"shm, staged one-shot", 4, {}},
       {"tcp", size_t{8} << 20, {{"CHORUS_TRANSPORT", "tcp"}}},

@@ -242,7 +242,8 @@ std::string runCase(chorusComm_t comm, int rank, int n, const Case& c) {
 
 // The same sweep runs under several configurations: the default (shared memory between these
 // ranks: staging segment, direct and ring algorithms chosen by size), TCP only, shared memory
-// without cross-memory attach, and every algorithm of the collective forced.
+// without cross-memory attach, every algorithm of the collective forced, and for all-reduce the
+// two exposures of two-shot (staging rounds, cross-memory attach).
 struct Variant {
   std::string name;  // "" for the default
   std::map<std::string, std::string> env;
@@ -317,6 +318,13 @@ std::vector<Param> allParams() {
     for (char& ch : coll) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     for (const std::string& a : algorithmsOf(c))
       variants.push_back({a, {{"CHORUS_ALGO", coll + ":" + a}}});
+    if (c == C::kAllReduce) {
+      // Two-shot through the staging segment in many small rounds (uneven last round, slices
+      // of a round smaller than a cache line), and two-shot over cross-memory attach.
+      variants.push_back({"rounds4k", {{"CHORUS_SHM_STAGING_ROUND", "4K"}}});
+      variants.push_back({"twoshot_cma", {{"CHORUS_ALGO", "allreduce:twoshot"},
+                                          {"CHORUS_SHM_STAGING_ROUND", "0"}}});
+    }
     // The default runs every rank count; the other configurations the counts that exercise
     // both parities of slicing and the oversubscribed case (5 ranks on 2 cores), to bound time.
     for (const Variant& var : variants) {
