@@ -1,0 +1,258 @@
+#include "tools/chorus-topo/tune_view.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+#include <vector>
+
+#include "src/core/config.h"
+#include "tools/chorus-topo/report.h"
+
+namespace chorus::topo_tool {
+
+namespace {
+
+using sched::Coll;
+
+// The collectives of CostModel::decisionTable(), in its order.
+constexpr Coll kColls[] = {Coll::kAllReduce,     Coll::kBroadcast, Coll::kReduce,
+                           Coll::kAllGather,     Coll::kReduceScatter, Coll::kAllToAll,
+                           Coll::kGather,        Coll::kScatter,   Coll::kBarrier};
+
+uint64_t roundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
+
+// minBytes, x factor, ... while <= maxBytes, then maxBytes itself.
+std::vector<uint64_t> sizesOf(uint64_t minBytes, uint64_t maxBytes, uint64_t factor) {
+  std::vector<uint64_t> sizes;
+  for (uint64_t s = std::max<uint64_t>(1, minBytes); s <= maxBytes; s *= factor) {
+    sizes.push_back(s);
+    if (s > maxBytes / factor) break;
+  }
+  if (sizes.empty() || sizes.back() != maxBytes) sizes.push_back(maxBytes);
+  return sizes;
+}
+
+// The CollDesc count, in floats, of an nccl-tests size (the larger buffer of one rank): a
+// rank's block for the collectives whose larger buffer holds every rank's, as chorus-perf and
+// decisionTable() count it.
+uint64_t floatCount(Coll coll, uint64_t size, int nranks) {
+  uint64_t bytes = size;
+  switch (coll) {
+    case Coll::kAllGather:
+    case Coll::kReduceScatter:
+    case Coll::kAllToAll:
+    case Coll::kGather:
+    case Coll::kScatter: bytes = size / static_cast<uint64_t>(nranks); break;
+    default: break;
+  }
+  return std::max<uint64_t>(1, bytes / 4);
+}
+
+// The all-reduce paths through the host staging segment (no schedule): what the communicator
+// runs for a oneshot / twoshot choice on such a platform.
+bool stagedPath(Coll coll, std::string_view algo, uint64_t bytes, const JobModel& job) {
+  const algo::Platform& p = job.platform;
+  if (coll != Coll::kAllReduce || job.input.hosts != 1) return false;
+  if (algo == "oneshot") return p.stagingBytes > 0 && bytes <= p.stagingBytes;
+  if (algo == "twoshot")
+    return p.stagedTwoShot && job.input.roundBytes > 0 && bytes > p.stagingBytes;
+  return false;
+}
+
+// The fastest NIC of `system` whose link is up and whose speed is known; nullptr when none.
+const topo::Node* fastestNic(const topo::System& system) {
+  const topo::Node* best = nullptr;
+  for (int i : system.ofType(topo::NodeType::kNic)) {
+    const topo::Node& n = system.node(i);
+    if (n.linkUp && n.speedGbps > 0 && (!best || n.speedGbps > best->speedGbps)) best = &n;
+  }
+  return best;
+}
+
+// The transport a job would use when --transport is not given: shm unless CHORUS_TRANSPORT
+// leaves it out (the test the communicator makes).
+bool shmByDefault() {
+  const std::string allowed = config::getString("CHORUS_TRANSPORT");
+  return allowed.empty() || ("," + allowed + ",").find(",shm,") != std::string::npos;
+}
+
+int optionInt(const CLI::Option* o, int fallback) {
+  return o != nullptr && o->count() > 0 ? o->as<int>() : fallback;
+}
+
+}  // namespace
+
+StatusOr<JobModel> modelJob(const topo::Layout& layout, bool shm, int cores, double nicGbps) {
+  CHORUS_ASSIGN_OR_RETURN(const uint64_t slot, config::getBytes("CHORUS_SHM_STAGING"));
+  CHORUS_ASSIGN_OR_RETURN(const uint64_t round, config::getBytes("CHORUS_SHM_STAGING_ROUND"));
+  CHORUS_ASSIGN_OR_RETURN(const int64_t cma, config::getInt("CHORUS_SHM_CMA"));
+  CHORUS_ASSIGN_OR_RETURN(const uint64_t chunk, config::getBytes("CHORUS_CHUNK_SIZE"));
+  if (chunk < 64) return invalidArgument("CHORUS_CHUNK_SIZE must be at least 64 bytes");
+  const int n = layout.nranks();
+  const bool oneHost = layout.numHosts() == 1;
+
+  // Communicator::setupStaging(): every rank on one host, shm allowed, a non-zero slot; the
+  // segment rounds the slot to cache lines and the round areas to pages.
+  const bool staging = shm && oneHost && n >= 2 && slot > 0;
+  JobModel job;
+  algo::Platform& p = job.platform;
+  p.nranks = n;
+  p.stagingBytes = staging ? roundUp(std::max<uint64_t>(slot, 64), 64) : 0;
+  const uint64_t roundBytes = staging ? roundUp(round, 4096) : 0;
+  p.stagedTwoShot = roundBytes > 0;
+  // One-sided reads need every pair readable: cross-memory attach between ranks of one host.
+  p.oneSided = shm && oneHost && n >= 2 && cma != 0;
+
+  // Communicator::setupCostInput(): shared memory inside a host when some pair uses it.
+  const bool intraShm = shm && (layout.maxLocalSize() > 1 || staging);
+  job.input = tune::costInputFor(layout, intraShm ? tune::LinkClass::kShm
+                                                  : tune::LinkClass::kTcpLoopback,
+                                 tune::LinkClass::kEthernet, cores);
+  job.input.interSpeedGbps = nicGbps;
+  // chooseAlgorithm(): the chunk in whole floats, the staging rounds.
+  job.input.chunkBytes = std::max<uint64_t>(4, chunk / 4 * 4);
+  job.input.roundBytes = roundBytes;
+  job.input.stagingBytes = p.stagingBytes;
+
+  std::ostringstream s;
+  s << "transport " << (shm ? "shm" : "tcp") << ": intra-host "
+    << tune::linkClassName(job.input.intra);
+  if (staging) {
+    s << ", staging " << formatBytes(p.stagingBytes) << " one-shot slots";
+    if (roundBytes) s << " + " << formatBytes(roundBytes) << " two-shot rounds";
+  } else {
+    s << ", no host staging";
+  }
+  s << (p.oneSided ? ", one-sided (cross-memory attach)" : ", not one-sided");
+  if (!oneHost) {
+    s << "; inter-host ethernet at ";
+    if (nicGbps > 0)
+      s << nicGbps << " Gb/s";
+    else
+      s << "the nominal "
+        << tune::defaultCostModel().constants(tune::LinkClass::kEthernet).nominalGbps << " Gb/s";
+  }
+  s << "; " << cores << (cores == 1 ? " core" : " cores") << " per host; chunk "
+    << formatBytes(job.input.chunkBytes);
+  job.summary = s.str();
+  return job;
+}
+
+std::string tuneCsv(const tune::CostModel& model, const JobModel& job, uint64_t minBytes,
+                    uint64_t maxBytes, uint64_t factor) {
+  std::ostringstream o;
+  o << "coll,nranks,bytes,algorithm,predicted_us\n";
+  const int n = job.platform.nranks;
+  for (Coll coll : kColls) {
+    const std::vector<uint64_t> sizes = coll == Coll::kBarrier
+                                            ? std::vector<uint64_t>{0}
+                                            : sizesOf(minBytes, maxBytes, factor);
+    for (uint64_t size : sizes) {
+      sched::CollDesc d;
+      d.coll = coll;
+      d.elemSize = 4;
+      d.count = coll == Coll::kBarrier ? 0 : floatCount(coll, size, n);
+      d.chunkBytes = job.input.chunkBytes;
+      const tune::Choice c = model.choose(coll, d, job.platform, job.input);
+      if (!c.algo) continue;
+      const std::string_view name = c.algo->name;
+      char us[32];
+      std::snprintf(us, sizeof us, "%.3f", c.predictedUs);
+      o << sched::collName(coll) << "," << n << "," << size << "," << name
+        << (stagedPath(coll, name, d.count * d.elemSize, job) ? "(staged)" : "") << "," << us
+        << "\n";
+    }
+  }
+  return o.str();
+}
+
+void addTuneOptions(CLI::App& app, TuneFlags& flags) {
+  flags.ranks = app.get_option_no_throw("--ranks");
+  flags.ranksPerHost = app.get_option_no_throw("--ranks-per-host");
+  app.add_flag("--tune", flags.tune,
+               "print the cost model's constants and, per collective and size, the algorithm "
+               "the tuner picks with its predicted time and busbw (for --ranks, default 2, and "
+               "--ranks-per-host)");
+  app.add_flag("--tune-csv", flags.csv,
+               "with --tune: print 'coll,nranks,bytes,algorithm,predicted_us' lines instead");
+  app.add_option("--transport", flags.transport,
+                 "with --tune: shm or tcp (default: shm, or tcp when CHORUS_TRANSPORT leaves "
+                 "shm out)")
+      ->check(CLI::IsMember({"shm", "tcp"}));
+  app.add_option("--cores", flags.cores,
+                 "with --tune: cores per host (default: this machine's online cores)")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--nic-gbps", flags.nicGbps,
+                 "with --tune: inter-host speed in Gb/s (default: the fastest NIC shown, else "
+                 "the nominal Ethernet rate)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--min", flags.minBytes, "with --tune: smallest size (default 8)")
+      ->transform(CLI::AsSizeValue(false));
+  app.add_option("--max", flags.maxBytes, "with --tune: largest size (default 256M)")
+      ->transform(CLI::AsSizeValue(false));
+  app.add_option("--factor", flags.factor, "with --tune: size step factor (default 4)")
+      ->check(CLI::Range(2, 1 << 20));
+  app.add_option("--constants", flags.constants,
+                 "with --tune: override cost-model constants, e.g. "
+                 "'shm.latency=0.8,tcp-loopback.bw=3,host.membw=25'");
+}
+
+bool printTuning(const topo::System& system, const TuneFlags& flags, int* exitCode) {
+  if (!flags.tune && !flags.csv) return false;
+  auto fail = [&](const std::string& what, int code) {
+    std::fprintf(stderr, "chorus-topo: %s\n", what.c_str());
+    *exitCode = code;
+    return true;
+  };
+  const int ranks = optionInt(flags.ranks, 2);
+  const int perHost = optionInt(flags.ranksPerHost, ranks);
+  if (flags.minBytes < 1 || flags.minBytes > flags.maxBytes)
+    return fail("--min must be between 1 and --max", 2);
+  StatusOr<topo::Layout> layout = topo::Layout::uniform(ranks, perHost);
+  if (!layout.ok()) return fail(layout.status().message(), 2);
+
+  const bool shm = flags.transport.empty() ? shmByDefault() : flags.transport == "shm";
+  int cores = flags.cores;
+  if (cores == 0) {
+    const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+    cores = online > 0 ? static_cast<int>(online) : 0;
+  }
+  double nicGbps = flags.nicGbps;
+  std::string nicSource = "--nic-gbps";
+  if (nicGbps == 0) {
+    if (const topo::Node* nic = fastestNic(system)) {
+      nicGbps = nic->speedGbps;
+      nicSource = "the fastest NIC, " + nic->name;
+    }
+  }
+  StatusOr<JobModel> job = modelJob(*layout, shm, cores, nicGbps);
+  if (!job.ok()) return fail(job.status().message(), 2);
+  tune::CostModel model = tune::defaultCostModel();
+  if (Status s = model.applyOverrides(flags.constants); !s.ok()) return fail(s.message(), 2);
+
+  if (flags.csv) {
+    std::fputs(tuneCsv(model, *job, flags.minBytes, flags.maxBytes, flags.factor).c_str(),
+               stdout);
+    return true;
+  }
+  std::ostringstream o;
+  o << "Tuning a job of " << ranks << (ranks == 1 ? " rank" : " ranks") << ", " << perHost
+    << " per host: " << job->summary;
+  if (layout->numHosts() > 1 && nicGbps > 0) o << " (" << nicSource << ")";
+  o << "\n";
+  for (const char* var : {"CHORUS_ALGO", "CHORUS_TUNE"})
+    if (config::isSet(var))
+      o << "note: " << var << "=" << config::getString(var)
+        << " is set: a job uses it; the table shows the model's own choices\n";
+  o << "\nCost model constants" << (flags.constants.empty() ? "" : " (with --constants)")
+    << ":\n"
+    << model.constantsTable() << "\n"
+    << model.decisionTable(job->platform, job->input, flags.minBytes, flags.maxBytes,
+                           flags.factor);
+  std::fputs(o.str().c_str(), stdout);
+  return true;
+}
+
+}  // namespace chorus::topo_tool
