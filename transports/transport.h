@@ -40,6 +40,11 @@ struct PeerInfo {
   int32_t pid = 0;
   uint64_t pidNamespace = 0;  // inode of /proc/self/ns/pid: pid liveness checks need the same one
   std::string hostname;
+  // Where the rank runs on its host (src/topology/layout.h): NUMA node of its CPU affinity,
+  // CUDA device, nearest NIC (index among the host's NICs); -1 when unknown or none.
+  int32_t numa = -1;
+  int32_t gpu = -1;
+  int32_t nic = -1;
   std::map<std::string, EndpointBlob> endpoints;  // transport name -> its listen() blob
 };
 

@@ -147,6 +147,13 @@ chorusResult_t chorusCommInitFromEnv(chorusComm_t* comm);
 /// by rank in `comm`. color < 0 (CHORUS_SPLIT_NOCOLOR) yields *newcomm = NULL.
 #define CHORUS_SPLIT_NOCOLOR (-1)
 chorusResult_t chorusCommSplit(chorusComm_t comm, int color, int key, chorusComm_t* newcomm);
+/// Collective over `comm`: splits it by where ranks run, like MPI_Comm_split_type. The ranks on
+/// the same host (CHORUS_SPLIT_HOST: same host id, see CHORUS_HOST_ID) or on the same host and
+/// NUMA node (CHORUS_SPLIT_NUMA: the node of the rank's CPU affinity; a rank bound to CPUs of
+/// several nodes is a group of its own) form a new communicator, ordered by key then by rank.
+#define CHORUS_SPLIT_HOST 1
+#define CHORUS_SPLIT_NUMA 2
+chorusResult_t chorusCommSplitType(chorusComm_t comm, int type, int key, chorusComm_t* newcomm);
 /// Frees the communicator. Not collective; outstanding nonblocking operations are completed first
 /// (bounded by the timeout).
 chorusResult_t chorusCommDestroy(chorusComm_t comm);

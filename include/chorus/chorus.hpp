@@ -137,6 +137,12 @@ class Comm {
     detail::check(chorusCommSplit(c_, color, key, &n), c_);
     return Comm(n);
   }
+  /// The ranks on this host (CHORUS_SPLIT_HOST) or host and NUMA node (CHORUS_SPLIT_NUMA).
+  Comm splitType(int type, int key) {
+    chorusComm_t n = nullptr;
+    detail::check(chorusCommSplitType(c_, type, key, &n), c_);
+    return Comm(n);
+  }
   void abort() {
     if (c_) chorusCommAbort(std::exchange(c_, nullptr));
   }

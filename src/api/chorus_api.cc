@@ -443,6 +443,32 @@ chorusResult_t chorusCommInitFromEnv(chorusComm_t* comm) {
   return finishInit(comm, Communicator::create(std::move(boot).value(), job, e.rank, e.nranks));
 }
 
+chorusResult_t chorusCommSplitType(chorusComm_t comm, int type, int key, chorusComm_t* newcomm) {
+  CHORUS_CHECK(nullptr, checkComm(comm));
+  if (!newcomm) return report(comm, chorus::invalidArgument("newcomm is NULL"));
+  *newcomm = nullptr;
+  chorus::topo::GroupKind kind;
+  if (type == CHORUS_SPLIT_HOST) {
+    kind = chorus::topo::GroupKind::kHost;
+  } else if (type == CHORUS_SPLIT_NUMA) {
+    kind = chorus::topo::GroupKind::kNuma;
+  } else {
+    return report(comm, chorus::invalidArgument("split type " + std::to_string(type) +
+                                                " is neither CHORUS_SPLIT_HOST (1) nor "
+                                                "CHORUS_SPLIT_NUMA (2)"));
+  }
+  std::unique_ptr<Communicator> child;
+  Status s = comm->impl->splitType(kind, key, &child);
+  if (!s.ok()) return report(comm, s.withContext("chorusCommSplitType"));
+  if (!child) return chorusSuccess;
+  auto* h = new chorusComm();
+  h->impl = std::move(child);
+  std::lock_guard<std::mutex> lock(liveMu());
+  live().insert(h);
+  *newcomm = h;
+  return chorusSuccess;
+}
+
 chorusResult_t chorusCommSplit(chorusComm_t comm, int color, int key, chorusComm_t* newcomm) {
   CHORUS_CHECK(nullptr, checkComm(comm));
   if (!newcomm) return report(comm, chorus::invalidArgument("newcomm is NULL"));

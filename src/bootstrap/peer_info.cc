@@ -13,7 +13,7 @@ namespace chorus::bootstrap {
 namespace {
 
 constexpr uint32_t kMagic = 0x49504843;  // "CHPI" little-endian
-constexpr uint16_t kVersion = 1;
+constexpr uint16_t kVersion = 2;
 // Limits far above real values (hostnames are at most 64 bytes on Linux, a transport blob is an
 // address or a few handles) and far below what would hurt if a damaged length were believed.
 constexpr size_t kMaxHostname = 1024;
@@ -38,6 +38,9 @@ std::vector<uint8_t> serializePeerInfo(const PeerInfo& info) {
   w.i32(info.pid);
   w.u64(info.pidNamespace);
   w.str(info.hostname);
+  w.i32(info.numa);
+  w.i32(info.gpu);
+  w.i32(info.nic);
   w.u32(static_cast<uint32_t>(info.endpoints.size()));
   for (const auto& [name, blob] : info.endpoints) {
     w.str(name);
@@ -64,6 +67,13 @@ StatusOr<PeerInfo> deserializePeerInfo(const uint8_t* data, size_t len) {
   if (!r.i32(&info.pid)) return truncated(r, "pid");
   if (!r.u64(&info.pidNamespace)) return truncated(r, "pid namespace");
   if (!r.str(&info.hostname, kMaxHostname)) return truncated(r, "hostname");
+  if (!r.i32(&info.numa)) return truncated(r, "numa node");
+  if (!r.i32(&info.gpu)) return truncated(r, "gpu");
+  if (!r.i32(&info.nic)) return truncated(r, "nic");
+  if (info.numa < -1 || info.gpu < -1 || info.nic < -1)
+    return invalidUsage("PeerInfo of rank " + std::to_string(info.rank) + " has a negative place (numa " +
+                        std::to_string(info.numa) + ", gpu " + std::to_string(info.gpu) + ", nic " +
+                        std::to_string(info.nic) + ")");
   uint32_t count;
   if (!r.u32(&count)) return truncated(r, "endpoint count");
   if (count > kMaxEndpoints)

@@ -12,6 +12,9 @@
 
 #include "algorithms/kernels/reduce.h"
 #include "algorithms/registry.h"
+#include "src/topology/layout.h"
+#include "src/topology/placement.h"
+#include "src/tuning/cost_model.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/bootstrap/peer_info.h"
 #include "src/bootstrap/unique_id.h"
@@ -169,6 +172,13 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::create(
   self.pid = static_cast<int32_t>(::getpid());
   self.pidNamespace = selfPidNamespace();
   self.hostname = bootstrap::localHostname();
+  {
+    // Where this rank runs; detection failing soft leaves -1 (unknown), a bad CHORUS_TOPO_FILE
+    // fails the creation.
+    CHORUS_ASSIGN_OR_RETURN(const topo::System* sys, topo::processSystem());
+    self.numa = topo::currentNumaNode(*sys);
+    self.nic = topo::nearestNic(*sys, self.numa);
+  }
   for (auto& t : c->transports_) {
     EndpointBlob blob;
     CHORUS_RETURN_IF_ERROR(t->listen(&blob));
@@ -183,6 +193,7 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::create(
                           std::to_string(c->peers_[r].rank));
   }
   c->boot_ = std::move(boot);
+  CHORUS_RETURN_IF_ERROR(c->buildLayout());
   c->conns_.resize(static_cast<size_t>(nranks));
   c->connTransport_.assign(static_cast<size_t>(nranks), -1);
 
@@ -210,15 +221,154 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::create(
   for (int p = 0; p < nranks; ++p)
     if (p != rank && (!c->conns_[static_cast<size_t>(p)] || !c->conns_[static_cast<size_t>(p)]->canRead()))
       readable = false;
-  CHORUS_ASSIGN_OR_RETURN(auto votes, c->boot_->allGather({static_cast<uint8_t>(readable ? 1 : 0)}));
+  // The same round carries each rank's core count: the tuner models time-sharing with the
+  // smallest, so that every rank predicts, and picks, the same.
+  const uint32_t myCores = cores > 0 ? static_cast<uint32_t>(cores) : 0;
+  std::vector<uint8_t> vote = {static_cast<uint8_t>(readable ? 1 : 0)};
+  for (int i = 0; i < 4; ++i) vote.push_back(static_cast<uint8_t>(myCores >> (8 * i)));
+  CHORUS_ASSIGN_OR_RETURN(auto votes, c->boot_->allGather(vote));
   c->oneSided_ = true;
-  for (const auto& v : votes) c->oneSided_ = c->oneSided_ && v.size() == 1 && v[0] == 1;
+  c->minCores_ = myCores;
+  for (const auto& v : votes) {
+    c->oneSided_ = c->oneSided_ && v.size() == 5 && v[0] == 1;
+    if (v.size() == 5) {
+      uint32_t n = 0;
+      for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(v[static_cast<size_t>(1 + i)]) << (8 * i);
+      c->minCores_ = std::min(c->minCores_, n);
+    }
+  }
   CHORUS_RETURN_IF_ERROR(c->setupStaging());
+  c->setupCostInput();
+  CHORUS_RETURN_IF_ERROR(c->calibrate());
   CHORUS_LOG(INFO, INIT) << "comm " << std::hex << c->commId_ << std::dec << " rank " << rank
                          << "/" << nranks << " on " << self.hostname << ": " << local
                          << " ranks on this host, " << hosts << " hosts; tcp listens on "
                          << c->listenAddr_.toString();
   return c;
+}
+
+Status Communicator::splitType(topo::GroupKind kind, int key, std::unique_ptr<Communicator>* out) {
+  // Every rank computes every rank's colour from the same layout: the groups are the layout's.
+  const topo::SplitSpec spec = layout_->split(kind, rank_);
+  return split(spec.color, key, out);
+}
+
+void Communicator::setupCostInput() {
+  // Shared memory inside a host when the shm transport carries it, TCP between hosts at the
+  // speed of this rank's nearest NIC (every rank computes the same choice only if the hosts are
+  // alike, which is what the layout assumes too).
+  bool shm = false;
+  for (size_t p = 0; p < conns_.size(); ++p)
+    if (static_cast<int>(p) != rank_ && connTransport_[p] >= 0 &&
+        transports_[static_cast<size_t>(connTransport_[p])]->name() == "shm")
+      shm = true;
+  std::string allowed = config::getString("CHORUS_TRANSPORT");
+  if (!allowed.empty() && ("," + allowed + ",").find(",shm,") == std::string::npos) shm = false;
+  const bool oneHost = layout_->numHosts() == 1;
+  const tune::LinkClass intra =
+      shm || (nranks_ > 1 && oneHost && staging_) ? tune::LinkClass::kShm
+                                                  : tune::LinkClass::kTcpLoopback;
+  costInput_ = tune::costInputFor(*layout_, intra, tune::LinkClass::kEthernet,
+                                  static_cast<int>(minCores_));
+  costInput_.chunkBytes = chunkBytes_;
+  if (rank_ == 0) {
+    CHORUS_LOG(INFO, TUNE) << "cost model: " << layout_->numHosts() << " hosts, "
+                           << layout_->maxLocalSize() << " ranks per host, intra-host "
+                           << tune::linkClassName(intra) << ", " << costInput_.coresPerHost
+                           << " cores";
+  }
+}
+
+// CHORUS_TUNE=measure: rank 0 ping-pongs with its ring neighbour on its host (the intra-host
+// link class) and, on several hosts, with the leader of the next host (the inter-host class),
+// fits latency and bandwidth (tune::fitFromPingPong) and hands the constants to every rank
+// through the bootstrap, so all ranks predict, and choose, alike. Fixed repetition counts keep
+// it short: about 10 ms over shared memory, 30 ms over loopback TCP; by construction under
+// 200 ms on links of 1 Gb/s and faster.
+Status Communicator::calibrate() {
+  const std::string mode = config::getString("CHORUS_TUNE");
+  if (mode.empty()) return Status();
+  if (mode != "measure")
+    return invalidArgument("CHORUS_TUNE='" + mode +
+                           "' is not 'measure' (leave it empty for the model's constants)");
+  if (nranks_ < 2) return Status();
+  const auto started = std::chrono::steady_clock::now();
+  struct Probe {
+    int peer = -1;
+    tune::LinkClass cls = tune::LinkClass::kShm;
+  };
+  std::vector<Probe> probes;
+  const int next = layout_->ringNext(0);
+  if (layout_->sameHost(0, next) && next != 0) probes.push_back({next, costInput_.intra});
+  if (layout_->numHosts() > 1) probes.push_back({layout_->hostLeader(1), costInput_.inter});
+  const uint64_t sizes[] = {8, 4096, 65536, 1 << 20};
+  const int reps[] = {100, 50, 20, 4};
+  std::vector<std::byte> buf(1 << 20);
+  std::vector<double> fitted;  // rank 0: per probe class, latency, bandwidth, step
+  for (const Probe& pr : probes) {
+    const bool initiator = rank_ == 0;
+    if (!initiator && rank_ != pr.peer) continue;
+    const int other = initiator ? pr.peer : 0;
+    std::vector<std::pair<uint64_t, double>> samples;
+    for (size_t s = 0; s < std::size(sizes); ++s) {
+      P2POp send{true, buf.data(), sizes[s], DataType::kUint8, other};
+      P2POp recv{false, buf.data(), sizes[s], DataType::kUint8, other};
+      for (int warm = 0; warm < 2; ++warm) {
+        CHORUS_RETURN_IF_ERROR(runP2PNow({initiator ? send : recv}).withContext("CHORUS_TUNE"));
+        CHORUS_RETURN_IF_ERROR(runP2PNow({initiator ? recv : send}).withContext("CHORUS_TUNE"));
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < reps[s]; ++i) {
+        CHORUS_RETURN_IF_ERROR(runP2PNow({initiator ? send : recv}).withContext("CHORUS_TUNE"));
+        CHORUS_RETURN_IF_ERROR(runP2PNow({initiator ? recv : send}).withContext("CHORUS_TUNE"));
+      }
+      const double us = std::chrono::duration<double, std::micro>(
+                            std::chrono::steady_clock::now() - t0).count() / reps[s] / 2;
+      samples.push_back({sizes[s], us});
+    }
+    if (initiator) {
+      const tune::LinkConstants k = tune::fitFromPingPong(samples, costModel_.constants(pr.cls));
+      fitted.insert(fitted.end(), {static_cast<double>(pr.cls), k.latencyUs, k.bandwidthGBps});
+    }
+  }
+  // Everyone takes rank 0's constants.
+  std::vector<uint8_t> mine(fitted.size() * sizeof(double));
+  if (!fitted.empty()) std::memcpy(mine.data(), fitted.data(), mine.size());
+  CHORUS_ASSIGN_OR_RETURN(auto all, boot_->allGather(rank_ == 0 ? mine : std::vector<uint8_t>()));
+  const std::vector<uint8_t>& got = all[0];
+  std::vector<double> values(got.size() / sizeof(double));
+  if (!values.empty()) std::memcpy(values.data(), got.data(), values.size() * sizeof(double));
+  for (size_t i = 0; i + 3 <= values.size(); i += 3) {
+    const auto cls = static_cast<tune::LinkClass>(static_cast<int>(values[i]));
+    tune::LinkConstants k = costModel_.constants(cls);
+    k.latencyUs = values[i + 1];
+    k.bandwidthGBps = values[i + 2];
+    costModel_.setConstants(cls, k);
+    if (rank_ == 0) {
+      CHORUS_LOG(INFO, TUNE) << "CHORUS_TUNE=measure: " << tune::linkClassName(cls) << " latency "
+                             << k.latencyUs << " us, " << k.bandwidthGBps << " GB/s";
+    }
+  }
+  if (rank_ == 0) {
+    CHORUS_LOG(INFO, TUNE) << "CHORUS_TUNE=measure took "
+                           << std::chrono::duration<double, std::milli>(
+                                  std::chrono::steady_clock::now() - started).count()
+                           << " ms";
+  }
+  return Status();
+}
+
+Status Communicator::buildLayout() {
+  std::vector<topo::RankPlace> places;
+  for (const PeerInfo& p : peers_)
+    places.push_back(topo::RankPlace{p.hostId, p.numa, p.gpu, p.nic, p.hostname});
+  auto layout = topo::Layout::make(std::move(places));
+  if (!layout.ok()) return layout.status().withContext("rank layout");
+  layout_ = std::make_unique<topo::Layout>(std::move(layout).value());
+  if (rank_ == 0) {
+    CHORUS_LOG(INFO, TOPO) << "layout: " << layout_->describe();
+  }
+  return Status();
 }
 
 // ---- Ordered execution -------------------------------------------------------------------
@@ -486,16 +636,51 @@ Status Communicator::setupStaging() {
 
 // ---- Schedules ---------------------------------------------------------------------------
 
-std::string_view Communicator::chooseAlgorithm(const sched::CollDesc& d) const {
+std::string_view Communicator::chooseAlgorithm(const sched::CollDesc& d) {
   auto forced = forcedAlgo_.find(d.coll);
   if (forced != forcedAlgo_.end()) return forced->second;
+  const uint64_t bytes = d.count * d.elemSize;
+  const auto key = std::make_pair(static_cast<int>(d.coll), bytes);
+  auto it = tunerChoices_.find(key);
+  if (it != tunerChoices_.end()) return it->second;
   Platform p;
   p.nranks = nranks_;
   p.oneSided = oneSided_;
   p.stagingBytes = staging_ ? staging_->slotBytes() : 0;
   p.stagedTwoShot = staging_ && staging_->roundBytes() > 0;
-  const AlgoInfo* a = defaultAlgorithm(d.coll, d, p);
-  return a ? std::string_view(a->name) : std::string_view();
+  tune::CostInput in = costInput_;
+  in.roundBytes = staging_ ? staging_->roundBytes() : 0;
+  const tune::Choice c = costModel_.choose(d.coll, d, p, in);
+  const AlgoInfo* a = c.algo ? c.algo : defaultAlgorithm(d.coll, d, p);
+  if (!a) return std::string_view();
+  CHORUS_LOG(INFO, TUNE) << sched::collName(d.coll) << " " << bytes << " B on " << nranks_
+                         << " ranks: " << a->name << " (" << c.why << ")";
+  if (tunerChoices_.size() > 4096) tunerChoices_.clear();
+  tunerChoices_[key] = a->name;
+  return a->name;
+}
+
+// Algorithms number ranks 0..n-1 and step to rank+1. Where the layout's ring order differs from
+// the rank numbering (several hosts with interleaved ranks, NUMA groups), collectives whose data
+// layout does not depend on the rank (all-reduce, broadcast, reduce) are built for the rank's
+// position in that order and their peers renumbered back, so each host boundary is crossed once
+// per ring. All-gather and reduce-scatter place data by rank and keep the numbering.
+sched::Schedule Communicator::buildInRingOrder(const AlgoInfo& algo, const sched::CollDesc& d) const {
+  const std::vector<int>& order = layout_->ringOrder();
+  bool identity = true;
+  for (int i = 0; i < nranks_; ++i) identity = identity && order[static_cast<size_t>(i)] == i;
+  const bool positional = d.coll == sched::Coll::kAllReduce || d.coll == sched::Coll::kBroadcast ||
+                          d.coll == sched::Coll::kReduce;
+  if (identity || !positional) return algo::makeSchedule(algo, d, rank_, nranks_);
+  std::vector<int> pos(static_cast<size_t>(nranks_));
+  for (int i = 0; i < nranks_; ++i) pos[static_cast<size_t>(order[static_cast<size_t>(i)])] = i;
+  sched::CollDesc v = d;
+  if (d.coll != sched::Coll::kAllReduce) v.root = pos[static_cast<size_t>(d.root)];
+  sched::Schedule s = algo::makeSchedule(algo, v, pos[static_cast<size_t>(rank_)], nranks_);
+  for (sched::Step& st : s.steps)
+    if (st.peer >= 0) st.peer = order[static_cast<size_t>(st.peer)];
+  for (int& p : s.peers) p = order[static_cast<size_t>(p)];
+  return s;
 }
 
 StatusOr<std::shared_ptr<const sched::Schedule>> Communicator::scheduleFor(
@@ -513,7 +698,7 @@ StatusOr<std::shared_ptr<const sched::Schedule>> Communicator::scheduleFor(
   const AlgoInfo* algo = findAlgorithm(d.coll, chooseAlgorithm(d));
   if (!algo)
     return internalError(std::string("no algorithm for ") + sched::collName(d.coll));
-  auto s = std::make_shared<sched::Schedule>(algo::makeSchedule(*algo, d, rank_, nranks_));
+  auto s = std::make_shared<sched::Schedule>(buildInRingOrder(*algo, d));
   *algoName = std::string(sched::collName(d.coll)) + ":" + shortAlgoName(algo->name);
   CHORUS_LOG(INFO, TUNE) << *algoName << " for " << sched::collName(d.coll) << " count "
                          << d.count << " x " << d.elemSize << " B on " << nranks_ << " ranks ("
@@ -596,9 +781,10 @@ Status Communicator::runNow(const CollArgs& a) {
   id.dtype = a.dtype;
   id.userOp = userOp;
   id.root = a.root;
-  // The default rule picks one-shot for everything that fits a staging slot and two-shot above,
-  // which runs through the staging segment when it has round areas; CHORUS_ALGO may choose
-  // otherwise.
+  // The tuner picks one-shot for everything that fits a staging slot (the cheapest in its model,
+  // so that decision is taken here without asking it: the path of an 8-byte all-reduce is a few
+  // hundred nanoseconds) and two-shot above, which runs through the staging segment when it has
+  // round areas; CHORUS_ALGO may choose otherwise.
   const uint64_t bytes = a.count * elem;
   if (staging_ && a.coll == sched::Coll::kAllReduce && bytes <= staging_->slotBytes() &&
       (forcedAlgo_.empty() || chooseAlgorithm(d) == "oneshot")) {
@@ -749,6 +935,7 @@ Status Communicator::split(int color, int key, std::unique_ptr<Communicator>* ou
     child->chunkBytes_ = chunkBytes_;
     child->forcedAlgo_ = forcedAlgo_;
     child->oneSided_ = oneSided_;  // the parent's pairs are the child's pairs
+    child->minCores_ = minCores_;
     // The shm endpoint (pid, namespaces) is the process's own, so the parent's record serves.
     child->transports_.push_back(makeShmTransport(newRank, childId));
     child->transports_.push_back(std::move(childTcp));
@@ -763,10 +950,12 @@ Status Communicator::split(int color, int key, std::unique_ptr<Communicator>* ou
       p.endpoints["tcp"] = EndpointBlob(rec.blob, rec.blob + rec.blobLen);
       child->peers_.push_back(std::move(p));
     }
+    CHORUS_RETURN_IF_ERROR(child->buildLayout());
     child->conns_.resize(members.size());
     child->connTransport_.assign(members.size(), -1);
     CHORUS_RETURN_IF_ERROR(child->connectEagerly().withContext("split"));
     CHORUS_RETURN_IF_ERROR(child->setupStaging().withContext("split"));
+    child->setupCostInput();
     CHORUS_LOG(INFO, INIT) << "split: rank " << rank_ << " -> rank " << newRank << "/"
                            << members.size() << " (color " << color << ", key " << key << ")";
     *out = std::move(child);

@@ -23,10 +23,13 @@
 
 #include "algorithms/common/schedule.h"
 #include "algorithms/kernels/dtype.h"
+#include "algorithms/registry.h"
 #include "src/core/executor.h"
 #include "src/core/host_staging.h"
 #include "src/core/socket_util.h"
 #include "src/core/status.h"
+#include "src/topology/layout.h"
+#include "src/tuning/cost_model.h"
 #include "transports/transport.h"
 
 namespace chorus {
@@ -109,6 +112,10 @@ class Communicator {
     stagingEnv_.timeoutSeconds = seconds;
   }
   CommStats stats();
+  // Where every rank runs (hosts, NUMA nodes, subgroups, ring order); built at creation.
+  const topo::Layout& layout() const { return *layout_; }
+  // chorusCommSplitType: the ranks of this rank's host (kHost) or NUMA node (kNuma).
+  Status splitType(topo::GroupKind kind, int key, std::unique_ptr<Communicator>* out);
 
   // PreMulSum operators: scalar bytes of `dtype`; returns the new op value (>= chorusNumOps).
   StatusOr<int> createPreMulSum(const void* scalar, DataType dtype);
@@ -120,6 +127,10 @@ class Communicator {
 
  private:
   Communicator(int rank, int nranks);
+  Status buildLayout();
+  void setupCostInput();
+  Status calibrate();
+  sched::Schedule buildInRingOrder(const algo::AlgoInfo& algo, const sched::CollDesc& d) const;
   Status runNow(const CollArgs& args);
   Status runP2PNow(const std::vector<P2POp>& ops);
   Status runSchedule(const sched::Schedule& s, std::vector<std::byte*> buffers, DataType dtype,
@@ -129,7 +140,7 @@ class Communicator {
   // Creates staging_ when every rank is on this host and shared memory may be used.
   Status setupStaging();
   // The algorithm's name for `d`: CHORUS_ALGO's, else the default rule's for this platform.
-  std::string_view chooseAlgorithm(const sched::CollDesc& d) const;
+  std::string_view chooseAlgorithm(const sched::CollDesc& d);
   HostStaging::WaitEnv stagingEnv();  // CHORUS_CONNECT=eager (default): the full mesh at creation
   Status checkPeers(const std::vector<int>& peers);
   StatusOr<std::shared_ptr<const sched::Schedule>> scheduleFor(const sched::CollDesc& d,
@@ -152,6 +163,11 @@ class Communicator {
 
   std::unique_ptr<bootstrap::Bootstrap> boot_;
   std::vector<PeerInfo> peers_;
+  std::unique_ptr<topo::Layout> layout_;
+  tune::CostInput costInput_;
+  tune::CostModel costModel_ = tune::defaultCostModel();
+  uint32_t minCores_ = 0;  // the fewest cores any rank's host has (agreed at creation)
+  std::map<std::pair<int, uint64_t>, std::string> tunerChoices_;  // (coll, bytes) -> algorithm
   std::vector<std::unique_ptr<Transport>> transports_;
   std::vector<std::unique_ptr<Connection>> conns_;  // by peer rank, lazily
   std::vector<int> connTransport_;                  // index into transports_, -1 if none

@@ -33,6 +33,9 @@ constexpr EnvVar kVars[] = {
     {"CHORUS_TIMEOUT", "300", "seconds any wait may last before the operation fails with chorusTimeout"},
     {"CHORUS_SPIN_US", "20", "microseconds a wait spins before yielding, then blocking"},
     // Topology
+    {"CHORUS_TUNE", "", "measure: calibrate the cost model's link constants at communicator creation with a short ping-pong per link class (under 200 ms); empty: the built-in constants"},
+    {"CHORUS_TOPO_FILE", "", "read this host's topology from a file (chorus JSON as written by CHORUS_TOPO_DUMP_FILE, or NCCL topology XML) instead of detecting it"},
+    {"CHORUS_TOPO_DUMP_FILE", "", "write the detected topology of the host to this file as JSON (%h: host name, %p: pid)"},
     {"CHORUS_TOPO_DETECT", "", "topology detectors, comma-separated: hwloc or sysfs force the CPU/NUMA/PCI source, ^nvml, ^cuda, ^ibverbs turn one off (default: all built, hwloc before sysfs)"},
     // Logging
     {"CHORUS_DEBUG", "WARN", "log level: WARN, INFO or TRACE"},

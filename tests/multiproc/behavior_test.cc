@@ -21,19 +21,6 @@
 namespace chorus::test {
 namespace {
 
-#define RANK_CHECK(cond, msg)                                                  \
-  do {                                                                         \
-    if (!(cond)) return "rank " + std::to_string(rank) + ": " + std::string(msg); \
-  } while (0)
-
-#define RANK_OK(call)                                                                  \
-  do {                                                                                 \
-    chorusResult_t r_ = (call);                                                        \
-    if (r_ != chorusSuccess)                                                           \
-      return "rank " + std::to_string(rank) + ": " #call " -> " + chorusGetErrorString(r_) + \
-             ": " + chorusGetLastError(comm);                                          \
-  } while (0)
-
 std::vector<float> randomFloats(size_t n, unsigned seed) {
   std::vector<float> v(n);
   unsigned s = seed * 2654435761u + 1;

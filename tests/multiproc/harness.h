@@ -34,6 +34,20 @@ struct RunOptions {
   bool initComm = true;                     // false: fn gets comm == nullptr and does its own init
 };
 
+// Inside a rank function with `rank` and `comm` in scope: return a failure naming the rank.
+#define RANK_CHECK(cond, msg)                                                  \
+  do {                                                                         \
+    if (!(cond)) return "rank " + std::to_string(rank) + ": " + std::string(msg); \
+  } while (0)
+
+#define RANK_OK(call)                                                                  \
+  do {                                                                                 \
+    chorusResult_t r_ = (call);                                                        \
+    if (r_ != chorusSuccess)                                                           \
+      return "rank " + std::to_string(rank) + ": " #call " -> " + chorusGetErrorString(r_) + \
+             ": " + chorusGetLastError(comm);                                          \
+  } while (0)
+
 using RankFn = std::function<std::string(chorusComm_t comm, int rank, int nranks)>;
 
 std::vector<RankOutcome> runRanks(int nranks, const RankFn& fn, const RunOptions& options = {});

@@ -18,6 +18,9 @@ PeerInfo samplePeer() {
   p.pid = 43210;
   p.pidNamespace = 4026531836ull;
   p.hostname = "node-17.cluster";
+  p.numa = 3;
+  p.gpu = 7;
+  p.nic = 1;
   EndpointBlob tcp(37), shm(5);
   for (auto& b : tcp) b = static_cast<uint8_t>(rng());
   for (auto& b : shm) b = static_cast<uint8_t>(rng());
@@ -37,6 +40,9 @@ TEST(PeerInfo, RoundTrip) {
   EXPECT_EQ(back->pid, p.pid);
   EXPECT_EQ(back->pidNamespace, p.pidNamespace);
   EXPECT_EQ(back->hostname, p.hostname);
+  EXPECT_EQ(back->numa, 3);
+  EXPECT_EQ(back->gpu, 7);
+  EXPECT_EQ(back->nic, 1);
   EXPECT_EQ(back->endpoints, p.endpoints);
 }
 
@@ -66,11 +72,11 @@ TEST(PeerInfo, RejectsTrailingBytesAndOtherVersions) {
   EXPECT_NE(r.status().message().find("after its end"), std::string::npos);
 
   auto otherVersion = bytes;
-  otherVersion[4] = 2;
+  otherVersion[4] = 1;  // the format before ranks carried their place (numa, gpu, nic)
   r = deserializePeerInfo(otherVersion);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kInvalidUsage);
-  EXPECT_NE(r.status().message().find("version 2"), std::string::npos);
+  EXPECT_NE(r.status().message().find("version 1"), std::string::npos);
 }
 
 TEST(PeerInfo, RejectsGarbage) {

@@ -1,0 +1,114 @@
+// Rank layout across hosts, with real processes: ranks started with different CHORUS_HOST_IDs
+// are laid out as separate hosts (shared memory inside a host, TCP between hosts), the ring
+// follows the hosts, and chorusCommSplitType groups the ranks of each host.
+#include <chorus/chorus.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "tests/multiproc/harness.h"
+
+namespace chorus::test {
+namespace {
+
+struct HostCase {
+  int hosts;
+  int perHost;
+};
+
+// Ranks are dealt to hosts round-robin (rank r on host r % hosts), so the rank numbering
+// alternates between hosts: a ring in rank order would cross a host boundary at every step.
+void runHostCase(const HostCase& hc) {
+  const int n = hc.hosts * hc.perHost;
+  const int port = 33000 + static_cast<int>((::getpid() * 7 + n) % 2000);
+  auto out = runRanks(n, [&](chorusComm_t, int rank, int nranks) -> std::string {
+    const int host = rank % hc.hosts;
+    setenv("CHORUS_HOST_ID", ("pretend-host-" + std::to_string(host)).c_str(), 1);
+    setenv("CHORUS_ROOT", ("127.0.0.1:" + std::to_string(port)).c_str(), 1);
+    setenv("CHORUS_RANK", std::to_string(rank).c_str(), 1);
+    setenv("CHORUS_NRANKS", std::to_string(nranks).c_str(), 1);
+    setenv("CHORUS_JOB_SECRET", "00112233445566778899aabbccddeeff", 1);
+    setenv("CHORUS_ALGO", "allreduce:ring", 1);
+    chorusComm_t comm = nullptr;
+    RANK_OK(chorusCommInitFromEnv(&comm));
+
+    // The host split: the ranks of this rank's pretend host, in rank order.
+    chorusComm_t local = nullptr;
+    RANK_OK(chorusCommSplitType(comm, CHORUS_SPLIT_HOST, rank, &local));
+    int localSize = 0, localRank = -1;
+    RANK_OK(chorusCommCount(local, &localSize));
+    RANK_OK(chorusCommUserRank(local, &localRank));
+    RANK_CHECK(localSize == hc.perHost, "host split has " + std::to_string(localSize) +
+                                            " ranks, expected " + std::to_string(hc.perHost));
+    RANK_CHECK(localRank == rank / hc.hosts, "local rank " + std::to_string(localRank));
+    std::vector<int32_t> members(static_cast<size_t>(localSize));
+    int32_t me = rank;
+    RANK_OK(chorusAllGather(&me, members.data(), 1, chorusInt32, local, nullptr));
+    for (int32_t m : members)
+      RANK_CHECK(m % hc.hosts == host, "rank " + std::to_string(m) + " is not on host " +
+                                           std::to_string(host));
+    RANK_OK(chorusCommDestroy(local));
+
+    // A ring all-reduce: correct, and each rank sends to one ring neighbour only. In the
+    // host-aware ring exactly one rank per host (the last of the host) sends across hosts.
+    const size_t count = 1 << 18;
+    std::vector<float> a(count, static_cast<float>(rank + 1)), b(count);
+    RANK_OK(chorusAllReduce(a.data(), b.data(), count, chorusFloat32, chorusSum, comm, nullptr));
+    const float want = static_cast<float>(nranks * (nranks + 1) / 2);
+    for (size_t i = 0; i < count; i += 4099)
+      RANK_CHECK(b[i] == want, "allreduce result " + std::to_string(b[i]));
+    chorusStats_t s{};
+    s.structSize = sizeof(s);
+    RANK_OK(chorusCommGetStats(comm, &s));
+    uint64_t inter = 0, intra = 0;
+    for (int i = 0; i < s.numTransports; ++i) {
+      inter += s.transports[i].bytesSentInterHost;
+      intra += s.transports[i].bytesSentIntraHost;
+    }
+    const bool lastOfHost = rank / hc.hosts == hc.perHost - 1;
+    int32_t crossing = inter > count ? 1 : 0;
+    if (lastOfHost) {
+      RANK_CHECK(inter > count && intra < 4096,
+                 "the last rank of a host sends across hosts only: inter " +
+                     std::to_string(inter) + " intra " + std::to_string(intra));
+    } else {
+      RANK_CHECK(inter < 4096 && intra > count,
+                 "other ranks send inside their host only: inter " + std::to_string(inter) +
+                     " intra " + std::to_string(intra));
+    }
+    int32_t crossings = 0;
+    RANK_OK(chorusAllReduce(&crossing, &crossings, 1, chorusInt32, chorusSum, comm, nullptr));
+    RANK_CHECK(crossings == hc.hosts, "the ring crosses host boundaries " +
+                                          std::to_string(crossings) + " times, expected " +
+                                          std::to_string(hc.hosts));
+    RANK_OK(chorusCommDestroy(comm));
+    return "";
+  }, {.deadlineSeconds = 90, .initComm = false});
+  EXPECT_EQ(summarize(out), "");
+}
+
+TEST(Layout, TwoHostsOfTwoGetAHostAwareRing) { runHostCase({2, 2}); }
+TEST(Layout, ThreeHostsOfTwoGetAHostAwareRing) { runHostCase({3, 2}); }
+
+TEST(Layout, SplitTypeRefusesUnknownTypes) {
+  auto out = runRanks(2, [](chorusComm_t comm, int rank, int) -> std::string {
+    chorusComm_t c = nullptr;
+    RANK_CHECK(chorusCommSplitType(comm, 7, 0, &c) == chorusInvalidArgument,
+               "type 7 must be refused");
+    std::string msg = chorusGetLastError(comm);
+    RANK_CHECK(msg.find("CHORUS_SPLIT_HOST") != std::string::npos, "message: " + msg);
+    // Every rank is on this host and its NUMA node (one node here, or unbound: a group each).
+    RANK_OK(chorusCommSplitType(comm, CHORUS_SPLIT_HOST, 0, &c));
+    int size = 0;
+    RANK_OK(chorusCommCount(c, &size));
+    RANK_CHECK(size == 2, "host split of one host has every rank");
+    RANK_OK(chorusCommDestroy(c));
+    return "";
+  }, {.deadlineSeconds = 30});
+  EXPECT_EQ(summarize(out), "");
+}
+
+}  // namespace
+}  // namespace chorus::test
