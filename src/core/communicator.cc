@@ -702,7 +702,7 @@ StatusOr<std::shared_ptr<const sched::Schedule>> Communicator::scheduleFor(
   *algoName = std::string(sched::collName(d.coll)) + ":" + shortAlgoName(algo->name);
   CHORUS_LOG(INFO, TUNE) << *algoName << " for " << sched::collName(d.coll) << " count "
                          << d.count << " x " << d.elemSize << " B on " << nranks_ << " ranks ("
-                         << (forced != forcedAlgo_.end() ? "forced by CHORUS_ALGO" : "default rule")
+                         << (forced != forcedAlgo_.end() ? "forced by CHORUS_ALGO" : "tuner")
                          << "): " << s->steps.size() << " steps";
   if (cacheable) {
     if (cache_.size() > 512) cache_.clear();

@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <cstdio>
 #include <random>
 
@@ -678,3 +681,29 @@ TEST(NcclXmlSize, TooManyElementsOrBytesAreRefused) {
 
 }  // namespace
 }  // namespace chorus::topo
+
+// The fuzzer's corpus (fuzz/corpus/nccl_xml, built up by fuzz/run.sh) replayed in the normal
+// build: every input imports or is refused with a line-numbered message, and what imports is a
+// valid system that survives a JSON round trip. Crashes found once stay found.
+TEST(NcclXmlCorpus, EveryCorpusInputIsHandled) {
+  namespace fs = std::filesystem;
+  size_t files = 0;
+  for (const auto& entry : fs::directory_iterator(CHORUS_FUZZ_CORPUS_DIR)) {
+    if (!entry.is_regular_file()) continue;
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::vector<std::string> warnings;
+    auto sys = chorus::topo::importNcclXml(text, &warnings);
+    ++files;
+    if (!sys.ok()) {
+      EXPECT_EQ(sys.status().message().rfind("line ", 0), 0u)
+          << entry.path() << ": " << sys.status().message();
+      continue;
+    }
+    EXPECT_TRUE(sys->validate().ok()) << entry.path();
+    auto back = chorus::topo::fromJson(chorus::topo::toJson(*sys));
+    ASSERT_TRUE(back.ok()) << entry.path() << ": " << back.status().message();
+    EXPECT_TRUE(*back == *sys) << entry.path();
+  }
+  EXPECT_GT(files, 100u);
+}
