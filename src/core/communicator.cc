@@ -223,19 +223,33 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::create(
       readable = false;
   // The same round carries each rank's core count: the tuner models time-sharing with the
   // smallest, so that every rank predicts, and picks, the same.
+  // And the speed of each rank's nearest NIC (Mb/s, 0 unknown): the slowest one is the
+  // inter-host bandwidth of the model.
   const uint32_t myCores = cores > 0 ? static_cast<uint32_t>(cores) : 0;
+  uint32_t myNicMbps = 0;
+  {
+    CHORUS_ASSIGN_OR_RETURN(const topo::System* sys, topo::processSystem());
+    const std::vector<int> nics = sys->ofType(topo::NodeType::kNic);
+    if (self.nic >= 0 && static_cast<size_t>(self.nic) < nics.size())
+      myNicMbps = static_cast<uint32_t>(sys->node(nics[static_cast<size_t>(self.nic)]).speedGbps * 1000);
+  }
   std::vector<uint8_t> vote = {static_cast<uint8_t>(readable ? 1 : 0)};
   for (int i = 0; i < 4; ++i) vote.push_back(static_cast<uint8_t>(myCores >> (8 * i)));
+  for (int i = 0; i < 4; ++i) vote.push_back(static_cast<uint8_t>(myNicMbps >> (8 * i)));
   CHORUS_ASSIGN_OR_RETURN(auto votes, c->boot_->allGather(vote));
+  auto word = [](const std::vector<uint8_t>& v, size_t at) {
+    uint32_t n = 0;
+    for (size_t i = 0; i < 4; ++i) n |= static_cast<uint32_t>(v[at + i]) << (8 * i);
+    return n;
+  };
   c->oneSided_ = true;
   c->minCores_ = myCores;
+  c->minNicMbps_ = myNicMbps;
   for (const auto& v : votes) {
-    c->oneSided_ = c->oneSided_ && v.size() == 5 && v[0] == 1;
-    if (v.size() == 5) {
-      uint32_t n = 0;
-      for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(v[static_cast<size_t>(1 + i)]) << (8 * i);
-      c->minCores_ = std::min(c->minCores_, n);
-    }
+    if (v.size() != 9) return invalidUsage("bootstrap: a rank sent a malformed capability vote");
+    c->oneSided_ = c->oneSided_ && v[0] == 1;
+    c->minCores_ = std::min(c->minCores_, word(v, 1));
+    c->minNicMbps_ = std::min(c->minNicMbps_, word(v, 5));
   }
   CHORUS_RETURN_IF_ERROR(c->setupStaging());
   c->setupCostInput();
@@ -271,6 +285,7 @@ void Communicator::setupCostInput() {
   costInput_ = tune::costInputFor(*layout_, intra, tune::LinkClass::kEthernet,
                                   static_cast<int>(minCores_));
   costInput_.chunkBytes = chunkBytes_;
+  costInput_.interSpeedGbps = minNicMbps_ / 1000.0;
   if (rank_ == 0) {
     CHORUS_LOG(INFO, TUNE) << "cost model: " << layout_->numHosts() << " hosts, "
                            << layout_->maxLocalSize() << " ranks per host, intra-host "
@@ -936,6 +951,7 @@ Status Communicator::split(int color, int key, std::unique_ptr<Communicator>* ou
     child->forcedAlgo_ = forcedAlgo_;
     child->oneSided_ = oneSided_;  // the parent's pairs are the child's pairs
     child->minCores_ = minCores_;
+    child->minNicMbps_ = minNicMbps_;
     // The shm endpoint (pid, namespaces) is the process's own, so the parent's record serves.
     child->transports_.push_back(makeShmTransport(newRank, childId));
     child->transports_.push_back(std::move(childTcp));

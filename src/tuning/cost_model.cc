@@ -37,14 +37,14 @@ namespace {
 constexpr LinkConstants kDefaultLinks[kNumLinkClasses] = {
     //  latencyUs  bandwidthGBps  stepOverheadUs  getOverheadUs  cpuShare  nominalGbps
     {1.0, 8.0, 0.8, 1.0, 1.0, 0},     // kShm
-    {3.0, 5.0, 3.0, 0.0, 1.0, 0},     // kTcpLoopback
+    {3.0, 6.0, 2.0, 0.0, 1.0, 0},     // kTcpLoopback
     {10.0, 2.8, 3.0, 0.0, 0.3, 25},   // kEthernet (25 Gb/s, ~90% goodput)
     {1.5, 23.0, 0.3, 0.5, 0.0, 200},  // kInfiniBand (HDR 200 Gb/s)
     {1.0, 200.0, 0.5, 0.5, 0.0, 0},   // kNvlink
     {1.5, 24.0, 0.5, 0.5, 0.0, 0},    // kPcie (gen4 x16)
 };
 constexpr HostConstants kDefaultHost = {
-    /*memBwGBps=*/30, /*cacheBwGBps=*/100, /*cacheBytes=*/1 << 20,
+    /*memBwGBps=*/36, /*cacheBwGBps=*/100, /*cacheBytes=*/512 << 10,
     /*callOverheadUs=*/2, /*stagedCallUs=*/0.2, /*contextSwitchUs=*/2.5};
 
 constexpr uint64_t kKiB = 1024, kMiB = 1024 * 1024;

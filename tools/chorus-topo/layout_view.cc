@@ -110,6 +110,10 @@ std::string formatLayout(const topo::Layout& layout) {
     o << "  tree " << i + 1 << ": ";
     describeTree(o, layout, dbt[i], "    ");
   }
+  if (hosts == 1) {
+    o << "Inter-host edges: none (one host)\n";
+    return o.str();
+  }
   o << "Inter-host edges: ring " << crossings << ", tree " << layout.crossHostEdges(tree)
     << ", double binary tree " << layout.crossHostEdges(dbt[0]) << " + "
     << layout.crossHostEdges(dbt[1]) << " (a spanning tree needs at least " << hosts - 1

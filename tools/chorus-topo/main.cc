@@ -4,6 +4,9 @@
 //   chorus-topo --file topo.xml      read an NCCL topology XML or a chorus JSON file instead
 //   chorus-topo --root DIR           read a recorded sysfs snapshot (tests/data/sysfs/record.sh)
 //   chorus-topo --json               print the System as chorus JSON (json.h) instead
+//   chorus-topo --ranks 8 --ranks-per-host 4   the hosts, ring order and trees of such a job
+//   chorus-topo --tune [--ranks N] [--transport shm|tcp]   the tuner's algorithm per collective
+//                                    and size, with predicted time and busbw (--tune-csv: CSV)
 //
 // The report lists the detectors and what each found, the NUMA nodes with their CPUs, cores and
 // caches, the GPUs and NICs with their PCIe links and CPU/NUMA affinity, and the matrix of path

@@ -84,7 +84,8 @@ int optionInt(const CLI::Option* o, int fallback) {
 
 }  // namespace
 
-StatusOr<JobModel> modelJob(const topo::Layout& layout, bool shm, int cores, double nicGbps) {
+StatusOr<JobModel> modelJob(const topo::Layout& layout, bool shm, int cores, double nicGbps,
+                            const std::string& nicSource) {
   CHORUS_ASSIGN_OR_RETURN(const uint64_t slot, config::getBytes("CHORUS_SHM_STAGING"));
   CHORUS_ASSIGN_OR_RETURN(const uint64_t round, config::getBytes("CHORUS_SHM_STAGING_ROUND"));
   CHORUS_ASSIGN_OR_RETURN(const int64_t cma, config::getInt("CHORUS_SHM_CMA"));
@@ -129,7 +130,7 @@ StatusOr<JobModel> modelJob(const topo::Layout& layout, bool shm, int cores, dou
   if (!oneHost) {
     s << "; inter-host ethernet at ";
     if (nicGbps > 0)
-      s << nicGbps << " Gb/s";
+      s << nicGbps << " Gb/s" << (nicSource.empty() ? "" : " (" + nicSource + ")");
     else
       s << "the nominal "
         << tune::defaultCostModel().constants(tune::LinkClass::kEthernet).nominalGbps << " Gb/s";
@@ -176,7 +177,8 @@ void addTuneOptions(CLI::App& app, TuneFlags& flags) {
                "the tuner picks with its predicted time and busbw (for --ranks, default 2, and "
                "--ranks-per-host)");
   app.add_flag("--tune-csv", flags.csv,
-               "with --tune: print 'coll,nranks,bytes,algorithm,predicted_us' lines instead");
+               "print 'coll,nranks,bytes,algorithm,predicted_us' lines instead of the tables "
+               "(implies --tune)");
   app.add_option("--transport", flags.transport,
                  "with --tune: shm or tcp (default: shm, or tcp when CHORUS_TRANSPORT leaves "
                  "shm out)")
@@ -227,7 +229,7 @@ bool printTuning(const topo::System& system, const TuneFlags& flags, int* exitCo
       nicSource = "the fastest NIC, " + nic->name;
     }
   }
-  StatusOr<JobModel> job = modelJob(*layout, shm, cores, nicGbps);
+  StatusOr<JobModel> job = modelJob(*layout, shm, cores, nicGbps, nicSource);
   if (!job.ok()) return fail(job.status().message(), 2);
   tune::CostModel model = tune::defaultCostModel();
   if (Status s = model.applyOverrides(flags.constants); !s.ok()) return fail(s.message(), 2);
@@ -240,7 +242,6 @@ bool printTuning(const topo::System& system, const TuneFlags& flags, int* exitCo
   std::ostringstream o;
   o << "Tuning a job of " << ranks << (ranks == 1 ? " rank" : " ranks") << ", " << perHost
     << " per host: " << job->summary;
-  if (layout->numHosts() > 1 && nicGbps > 0) o << " (" << nicSource << ")";
   o << "\n";
   for (const char* var : {"CHORUS_ALGO", "CHORUS_TUNE"})
     if (config::isSet(var))

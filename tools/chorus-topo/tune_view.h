@@ -65,9 +65,11 @@ struct JobModel {
 };
 
 // The model of a job laid out as `layout`, over shared memory (`shm`) or TCP, with `cores`
-// cores per host and `nicGbps` between hosts (0: the class's nominal rate). Reads the CHORUS_*
-// variables named at the top; a malformed one is an InvalidArgument naming it.
-StatusOr<JobModel> modelJob(const topo::Layout& layout, bool shm, int cores, double nicGbps);
+// cores per host and `nicGbps` between hosts (0: the class's nominal rate; `nicSource` says where
+// a non-zero one came from, for the summary). Reads the CHORUS_* variables named at the top; a
+// malformed one is an InvalidArgument naming it.
+StatusOr<JobModel> modelJob(const topo::Layout& layout, bool shm, int cores, double nicGbps,
+                            const std::string& nicSource = "");
 
 // The --tune-csv lines (with a header line) for sizes minBytes, x factor, ... up to maxBytes,
 // maxBytes included, as CostModel::decisionTable() lists them.

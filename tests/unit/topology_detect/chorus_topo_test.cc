@@ -174,5 +174,121 @@ TEST(ChorusTopo, NcclXmlFiles) {
   }
 }
 
+// --ranks N --ranks-per-host K: the layout of such a job. Three hosts of two: the ring crosses
+// each host boundary once, every tree joins the hosts with two edges.
+TEST(ChorusTopo, LayoutOfThreeHosts) {
+  ProcessResult r = topo({"--ranks", "6", "--ranks-per-host", "2"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string& out = r.out;
+  EXPECT_TRUE(contains(out, "6 ranks on 3 hosts, 2 per host")) << out;
+  EXPECT_TRUE(contains(out, "host 0: ranks 0 1\n")) << out;
+  EXPECT_TRUE(contains(out, "host 2: ranks 4 5\n")) << out;
+  EXPECT_TRUE(contains(out, "rails (same local rank): [0 2 4] [1 3 5]")) << out;
+  EXPECT_TRUE(contains(out, "Ring: 0 1 | 2 3 | 4 5 |")) << out;
+  EXPECT_TRUE(contains(out, "crosses 3 host boundaries")) << out;
+  EXPECT_TRUE(contains(out, "root 0, depth 2, 2 inter-host edges")) << out;
+  EXPECT_TRUE(contains(out, "Inter-host edges: ring 3, tree 2, double binary tree 2 + 2")) << out;
+  // The machine report is not printed.
+  EXPECT_FALSE(contains(out, "NUMA nodes")) << out;
+}
+
+TEST(ChorusTopo, LayoutOfOneHostAndBadFlags) {
+  ProcessResult one = topo({"--ranks", "4"});
+  ASSERT_EQ(one.status, 0) << one.err;
+  EXPECT_TRUE(contains(one.out, "4 ranks on 1 host, 4 per host")) << one.out;
+  EXPECT_TRUE(contains(one.out, "Ring: 0-3  (one host: crosses no host boundary)")) << one.out;
+  EXPECT_TRUE(contains(one.out, "0->[1] 1->[2] 2->[3]")) << one.out;
+  // Uneven hosts: the last one smaller.
+  ProcessResult uneven = topo({"--ranks", "5", "--ranks-per-host", "2"});
+  ASSERT_EQ(uneven.status, 0) << uneven.err;
+  EXPECT_TRUE(contains(uneven.out, "5 ranks on 3 hosts, 1-2 per host")) << uneven.out;
+  EXPECT_TRUE(contains(uneven.out, "crosses 3 host boundaries")) << uneven.out;
+
+  EXPECT_EQ(topo({"--ranks", "0"}).status, 2);
+  ProcessResult alone = topo({"--ranks-per-host", "2"});
+  EXPECT_EQ(alone.status, 2);
+  EXPECT_TRUE(contains(alone.err, "--ranks-per-host needs --ranks")) << alone.err;
+}
+
+// The line of `text` that starts with `prefix`, or "".
+std::string lineStarting(const std::string& text, const std::string& prefix) {
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line))
+    if (line.compare(0, prefix.size(), prefix) == 0) return line;
+  return "";
+}
+
+// --tune on shared memory, as a 2-rank job on one host gets it: staged one-shot for small
+// all-reduces, staged two-shot for large ones.
+TEST(ChorusTopo, TuneSharedMemory) {
+  ProcessResult r = topo({"--tune", "--transport", "shm", "--cores", "2"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string& out = r.out;
+  EXPECT_TRUE(contains(out, "Tuning a job of 2 ranks, 2 per host: transport shm: intra-host shm, "
+                            "staging 32 KiB one-shot slots + 256 KiB two-shot rounds, one-sided"))
+      << out;
+  EXPECT_TRUE(contains(out, "Cost model constants")) << out;
+  EXPECT_NE(lineStarting(out, "tcp-loopback "), "") << out;
+  EXPECT_TRUE(contains(out, "# tuner: 2 ranks on 1 host")) << out;
+  std::string small = lineStarting(out, "allreduce             8 B");
+  EXPECT_TRUE(contains(small, "oneshot(staged)")) << out;
+  EXPECT_TRUE(contains(lineStarting(out, "allreduce         256 MiB"), "twoshot(staged)")) << out;
+  EXPECT_NE(lineStarting(out, "barrier"), "") << out;
+
+  ProcessResult csv = topo({"--tune-csv", "--transport", "shm", "--cores", "2", "--max", "4M"});
+  ASSERT_EQ(csv.status, 0) << csv.err;
+  EXPECT_EQ(lineStarting(csv.out, "coll,"), "coll,nranks,bytes,algorithm,predicted_us");
+  EXPECT_NE(lineStarting(csv.out, "allreduce,2,8,oneshot(staged),"), "") << csv.out;
+  EXPECT_NE(lineStarting(csv.out, "allreduce,2,4194304,twoshot(staged),"), "") << csv.out;
+  EXPECT_EQ(lineStarting(csv.out, "allreduce,2,16777216,"), "") << csv.out;  // beyond --max
+
+  // The staging variables reach the prediction as they reach a job: no slots, no staged paths.
+  ProcessResult off = topo({"--tune-csv", "--transport", "shm", "--cores", "2", "--max", "4M"},
+                           {"CHORUS_SHM_STAGING=0"});
+  ASSERT_EQ(off.status, 0) << off.err;
+  EXPECT_FALSE(contains(off.out, "(staged)")) << off.out;
+  ProcessResult bad = topo({"--tune"}, {"CHORUS_SHM_STAGING=lots"});
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_TRUE(contains(bad.err, "CHORUS_SHM_STAGING")) << bad.err;
+}
+
+// --tune over TCP: no staging, nothing one-sided; large all-reduces go around the ring.
+TEST(ChorusTopo, TuneTcp) {
+  for (const char* ranks : {"2", "4"}) {
+    ProcessResult r = topo({"--tune-csv", "--transport", "tcp", "--ranks", ranks, "--cores", "2",
+                            "--max", "64M"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    const std::string n = ranks;
+    EXPECT_NE(lineStarting(r.out, "allreduce," + n + ",8,oneshot,"), "") << r.out;
+    EXPECT_NE(lineStarting(r.out, "allreduce," + n + ",67108864,ring,"), "") << r.out;
+    EXPECT_FALSE(contains(r.out, "(staged)")) << r.out;
+  }
+  ProcessResult human = topo({"--tune", "--transport", "tcp", "--ranks", "4", "--cores", "2"});
+  ASSERT_EQ(human.status, 0) << human.err;
+  EXPECT_TRUE(contains(human.out, "intra-host tcp-loopback, no host staging, not one-sided"))
+      << human.out;
+  EXPECT_TRUE(contains(human.out, "time-shared x2")) << human.out;
+}
+
+// Several hosts: Ethernet between them at the fastest NIC of the System shown, or --nic-gbps.
+TEST(ChorusTopo, TuneSeveralHosts) {
+  ProcessResult r = topo({"--tune", "--ranks", "8", "--ranks-per-host", "4", "--root",
+                          dataDir() + "/sysfs/two-socket"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "no host staging, not one-sided; inter-host ethernet at 25 Gb/s "
+                              "(the fastest NIC, ens1f0)"))
+      << r.out;
+  EXPECT_TRUE(contains(r.out, "# tuner: 8 ranks on 2 hosts (4 per host")) << r.out;
+  // No layout report: with --tune, --ranks only describes the job.
+  EXPECT_FALSE(contains(r.out, "Ring:")) << r.out;
+  ProcessResult fast = topo({"--tune", "--ranks", "4", "--ranks-per-host", "2", "--nic-gbps",
+                             "100", "--root", dataDir() + "/sysfs/two-socket"});
+  ASSERT_EQ(fast.status, 0) << fast.err;
+  EXPECT_TRUE(contains(fast.out, "inter ethernet 100 Gb/s")) << fast.out;
+  EXPECT_EQ(topo({"--tune", "--transport", "ucx"}).status, 2);
+  EXPECT_EQ(topo({"--tune", "--constants", "shm.speed=3"}).status, 2);
+}
+
 }  // namespace
 }  // namespace chorus::test

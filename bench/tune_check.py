@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""The table of bench/tune_check.sh: the tuner's predicted all-reduce times against chorus-perf
+measurements.
+
+    tune_check.py OUT_DIR
+
+Reads from OUT_DIR
+  pred-<transport>-n<ranks>.csv   chorus-topo --tune-csv output
+                                  (coll,nranks,bytes,algorithm,predicted_us)
+  logs/perf-<transport>-n<ranks>-r<rep>-g<group>.log
+                                  chorus-perf output with the library's INFO lines (TUNE, INIT)
+and prints, per transport, rank count and size measured, the algorithm predicted, the predicted
+time, the median over the repetitions of the out-of-place time, and predicted/measured; then
+"within 2x: X of Y". Writes OUT_DIR/table.csv too.
+
+The algorithm measured is read from the library's log: "allreduce <bytes> B on <n> ranks: <algo>"
+(TUNE) for every size the communicator asks the tuner about. All-reduces that fit a host staging
+slot run one-shot through it without asking (communicator.cc), so for those the INIT line "all
+<n> ranks on this host: all-reduces up to <slot> B run one-shot ..." is the evidence; the same
+line says whether larger ones run two-shot through the segment ("(staged)").
+
+Exit status 1 when a ratio is outside [0.5, 2], when the algorithm measured is not the one
+predicted, or when a prediction has no measurement (or the other way round).
+"""
+import csv
+import glob
+import os
+import re
+import statistics
+import sys
+
+LOW, HIGH = 0.5, 2.0
+
+ROW = re.compile(r"^\s+(\d+)\s+(\d+)\s+float\s+sum\s+\S+\s+([0-9.]+)\s")
+TUNE = re.compile(r"\bINFO allreduce (\d+) B on (\d+) ranks: (\w+) \(")
+STAGING = re.compile(r"all-reduces up to (\d+) B run one-shot through a shared staging segment, "
+                     r"larger ones (?:two-shot through it in rounds of (\d+) B)?")
+LOG_NAME = re.compile(r"perf-(\w+)-n(\d+)-r(\d+)-g(\d+)\.log$")
+
+
+def size_text(b):
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if b >= scale and b % scale == 0:
+            return f"{b // scale} {unit}"
+    return f"{b} B"
+
+
+def us_text(t):
+    if t is None:
+        return "-"
+    return f"{t:.2f}" if t < 100 else f"{t:.1f}" if t < 10000 else f"{t:.0f}"
+
+
+def read_predictions(out):
+    """{(transport, ranks): {bytes: (algorithm, us)}} for allreduce."""
+    pred = {}
+    for path in glob.glob(os.path.join(out, "pred-*-n*.csv")):
+        m = re.search(r"pred-(\w+)-n(\d+)\.csv$", path)
+        key = (m.group(1), int(m.group(2)))
+        with open(path) as f:
+            for r in csv.DictReader(f):
+                if r["coll"] == "allreduce":
+                    pred.setdefault(key, {})[int(r["bytes"])] = (r["algorithm"],
+                                                                 float(r["predicted_us"]))
+    return pred
+
+
+def read_logs(out):
+    """Times {(transport, ranks): {bytes: [us per rep]}} and algorithms
+    {(transport, ranks): {bytes: set of names}} from the chorus-perf logs."""
+    times, algos = {}, {}
+    for path in sorted(glob.glob(os.path.join(out, "logs", "perf-*.log"))):
+        m = LOG_NAME.search(path)
+        key = (m.group(1), int(m.group(2)))
+        slot, rounds = None, None
+        tuned = {}
+        rows = []
+        with open(path, errors="replace") as f:
+            for line in f:
+                r = ROW.match(line)
+                if r:
+                    rows.append((int(r.group(1)), float(r.group(3))))
+                    continue
+                t = TUNE.search(line)
+                if t and int(t.group(2)) == key[1]:
+                    tuned.setdefault(int(t.group(1)), set()).add(t.group(3))
+                s = STAGING.search(line)
+                if s:
+                    slot = int(s.group(1))
+                    rounds = int(s.group(2)) if s.group(2) else 0
+        if not rows:
+            sys.exit(f"tune_check: no result rows in {path}")
+        for size, us in rows:
+            times.setdefault(key, {}).setdefault(size, []).append(us)
+            names = set()
+            for name in tuned.get(size, ()):
+                staged = name == "twoshot" and rounds and slot is not None and size > slot
+                names.add(name + ("(staged)" if staged else ""))
+            if not names and slot is not None and size <= slot:
+                names.add("oneshot(staged)")
+            algos.setdefault(key, {}).setdefault(size, set()).update(names or {"?"})
+    return times, algos
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    out = sys.argv[1]
+    pred = read_predictions(out)
+    times, algos = read_logs(out)
+    if not pred:
+        sys.exit(f"tune_check: no predictions in {out}")
+
+    header = ("transport", "ranks", "size", "algorithm", "predicted_us", "measured_us", "ratio")
+    print(f"{header[0]:<9} {header[1]:>5} {header[2]:>8}  {header[3]:<16} {header[4]:>12} "
+          f"{header[5]:>12} {header[6]:>6}")
+    table = []
+    inside = total = 0
+    problems = []
+    order = {"shm": 0, "tcp": 1}
+    for key in sorted(set(pred) | set(times), key=lambda k: (order.get(k[0], 9), k[0], k[1])):
+        transport, n = key
+        sizes = sorted(set(pred.get(key, {})) | set(times.get(key, {})))
+        for size in sizes:
+            algo, p_us = pred.get(key, {}).get(size, ("-", None))
+            reps = times.get(key, {}).get(size)
+            if reps is None or p_us is None:
+                # Predictions cover the sweep's sizes, and the sweep only those: a hole is a bug.
+                problems.append(f"{transport} {n} ranks {size_text(size)}: "
+                                + ("no measurement" if reps is None else "no prediction"))
+                continue
+            m_us = statistics.median(reps)
+            ratio = p_us / m_us if m_us > 0 else float("inf")
+            measured = algos.get(key, {}).get(size, {"?"})
+            notes = []
+            total += 1
+            if LOW <= ratio <= HIGH:
+                inside += 1
+            else:
+                notes.append("outside 2x")
+            if measured != {algo}:
+                notes.append("measured " + "/".join(sorted(measured)))
+                problems.append(f"{transport} {n} ranks {size_text(size)}: predicted {algo}, "
+                                f"measured {'/'.join(sorted(measured))}")
+            print(f"{transport:<9} {n:>5} {size_text(size):>8}  {algo:<16} {us_text(p_us):>12} "
+                  f"{us_text(m_us):>12} {ratio:>6.2f}" + ("  <- " + "; ".join(notes)
+                                                          if notes else ""))
+            table.append([transport, n, size, algo, "/".join(sorted(measured)), f"{p_us:.3f}",
+                          f"{m_us:.3f}", f"{ratio:.3f}", " ".join(f"{r:.2f}" for r in reps)])
+    print(f"within 2x: {inside} of {total}")
+    with open(os.path.join(out, "table.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["transport", "ranks", "bytes", "algorithm", "measured_algorithm",
+                    "predicted_us", "measured_us", "ratio", "measured_reps_us"])
+        w.writerows(table)
+    for p in problems:
+        print(f"tune_check: {p}", file=sys.stderr)
+    return 0 if inside == total and not problems else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
