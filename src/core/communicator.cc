@@ -814,6 +814,13 @@ Status Communicator::runNow(const CollArgs& a) {
     Status st = staging_->twoShot(id, send, recv, a.count, a.dtype, op, stagingEnv_);
     if (!st.ok()) return fail(st);
     ++algoCounts_["allreduce:twoshot-staged"];
+  } else if (staging_ && a.coll == sched::Coll::kAllGather && staging_->roundBytes() > 0 &&
+             chooseAlgorithm(d) == "direct") {
+    // The direct all-gather with the staging segment as the exposure (no system call).
+    id.seq = ++collSeq_;
+    Status st = staging_->allGather(id, send, recv, a.count, elem, stagingEnv_);
+    if (!st.ok()) return fail(st);
+    ++algoCounts_["allgather:direct-staged"];
   } else {
     std::string algoName;
     CHORUS_ASSIGN_OR_RETURN(auto schedule, scheduleFor(d, &algoName));

@@ -285,7 +285,10 @@ Status HostStaging::checkHeader(int rank, const OpIdentity& id, Mode mode) const
   other.userOp = h.op == 0xff ? -1 : h.op;
   other.root = h.root;
   auto how = [](uint8_t m) {
-    return m == kOneShot ? "oneshot" : m == kTwoShot ? "twoshot-staged" : "a schedule";
+    return m == kOneShot     ? "oneshot"
+           : m == kTwoShot   ? "twoshot-staged"
+           : m == kAllGather ? "direct-staged"
+                             : "a schedule";
   };
   return invalidUsage("rank " + std::to_string(rank_) + " called " +
                       describeCall(id, mode == kSchedule ? "" : how(mode)) + " but rank " +
@@ -384,6 +387,49 @@ Status HostStaging::twoShot(const OpIdentity& id, const void* send, void* recv, 
       const auto [qBegin, qCount] = sliceOf(q);
       std::memcpy(out + (begin + qBegin) * es, area(q, parity) + qBegin * es, qCount * es);
     }
+  }
+  return Status();
+}
+
+Status HostStaging::allGather(const OpIdentity& id, const void* send, void* recv, uint64_t count,
+                              size_t elemSize, const WaitEnv& env) {
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                            std::chrono::duration<double>(env.timeoutSeconds));
+  if (roundBytes_ == 0) return internalError("staged all-gather without a round area");
+  CHORUS_RETURN_IF_ERROR(publish(id, nullptr, 0, kAllGather, env, deadline));
+  for (int q = 0; q < nranks_; ++q) {
+    if (q == rank_) continue;
+    CHORUS_RETURN_IF_ERROR(waitFor(q, id.seq, id, env, deadline));
+    CHORUS_RETURN_IF_ERROR(checkHeader(q, id, kAllGather));
+  }
+  const size_t es = elemSize;
+  const uint64_t perRound = std::max<uint64_t>(1, roundBytes_ / es);
+  const auto* in = static_cast<const std::byte*>(send);
+  auto* out = static_cast<std::byte*>(recv);
+  const uint64_t blockBytes = count * es;
+  std::byte* mine = out + static_cast<uint64_t>(rank_) * blockBytes;
+  for (uint64_t begin = 0; begin < count; begin += perRound) {
+    const uint64_t n = std::min(perRound, count - begin);
+    const uint64_t t = rounds_++;
+    const int parity = static_cast<int>(t & 1);
+    const auto step = [](uint64_t round, int phase) {
+      return static_cast<uint32_t>(2 * round + static_cast<uint64_t>(phase));
+    };
+    // As in twoShot: this half was last read in round t-2, finished by every rank that has
+    // copied round t-1 in.
+    if (t >= 1)
+      for (int q = 0; q < nranks_; ++q)
+        if (q != rank_) CHORUS_RETURN_IF_ERROR(waitStep(q, step(t - 1, 1), id, env, deadline));
+    std::memcpy(area(rank_, parity), in + begin * es, n * es);
+    setStep(step(t, 1));
+    if (in != mine) std::memcpy(mine + begin * es, area(rank_, parity), n * es);
+    for (int k = 1; k < nranks_; ++k) {
+      const int q = (rank_ + k) % nranks_;
+      CHORUS_RETURN_IF_ERROR(waitStep(q, step(t, 1), id, env, deadline));
+      std::memcpy(out + static_cast<uint64_t>(q) * blockBytes + begin * es, area(q, parity),
+                  n * es);
+    }
+    setStep(step(t, 2));
   }
   return Status();
 }

@@ -80,6 +80,11 @@ class HostStaging {
   // Two-shot all-reduce through the round areas (roundBytes() > 0), any count.
   Status twoShot(const OpIdentity& id, const void* send, void* recv, uint64_t count,
                  DataType dtype, ReduceOp op, const WaitEnv& env);
+  // All-gather (the direct algorithm) through the round areas: each round, every rank copies
+  // its part of the round into its area and the other ranks' parts out of theirs. `count`
+  // elements of `elemSize` bytes per rank; in place when send is recv's own block.
+  Status allGather(const OpIdentity& id, const void* send, void* recv, uint64_t count,
+                   size_t elemSize, const WaitEnv& env);
   // Tells the other ranks this rank's communicator has failed (their waits end at once).
   void markFailed(const Status& why);
 
@@ -93,7 +98,7 @@ class HostStaging {
   std::byte* data(int rank, int parity) const;
   std::byte* area(int rank, int parity) const;
   // How an operation runs, in its header: ranks must agree.
-  enum Mode : uint8_t { kSchedule = 0, kOneShot = 1, kTwoShot = 2 };
+  enum Mode : uint8_t { kSchedule = 0, kOneShot = 1, kTwoShot = 2, kAllGather = 3 };
   Status publish(const OpIdentity& id, const void* payload, size_t bytes, Mode mode,
                  const WaitEnv& env, std::chrono::steady_clock::time_point deadline);
   // Waits until `rank` has published `seq` or later.

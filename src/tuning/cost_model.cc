@@ -200,6 +200,14 @@ Traffic trafficOf(Coll coll, std::string_view algo, uint64_t bytesIn, const Cost
         t.waits = (n - 1) * R;
         t.headerPeers = std::min(2.0, n - 1);
         ringBytes(t, (n - 1) * N, in);
+      } else if (direct && !rs && in.hosts == 1 && in.roundBytes > 0) {
+        // Through the staging segment's rounds (src/core/host_staging.h): copy the own part
+        // in, the others' parts out, one wait per peer and round.
+        const double R = ceilDiv(N, static_cast<double>(in.roundBytes));
+        t.copyBytes = (n + 1) * N;
+        t.waits = 2 * R + 1;
+        t.workingSet = N / 8;
+        break;
       } else if (direct) {
         t.headerPeers = n - 1;
         t.getBytes = (n - 1) * N;
@@ -582,8 +590,11 @@ Choice CostModel::choose(Coll coll, const sched::CollDesc& d, const algo::Platfo
   std::string skipped;
   for (const algo::AlgoInfo& a : algo::allAlgorithms()) {
     if (a.coll != coll) continue;
-    const bool stagedTwoShot = coll == Coll::kAllReduce && std::string_view(a.name) == "twoshot" &&
-                               in.hosts == 1 && in.roundBytes > 0 && bytes > in.stagingBytes;
+    const bool stagedTwoShot =
+        in.hosts == 1 && in.roundBytes > 0 &&
+        ((coll == Coll::kAllReduce && std::string_view(a.name) == "twoshot" &&
+          bytes > in.stagingBytes) ||
+         (coll == Coll::kAllGather && std::string_view(a.name) == "direct"));
     if (oneSidedAt(a) && !p.oneSided && in.nranks > 1 && !stagedTwoShot) {
       skipped += std::string(skipped.empty() ? "" : ", ") + a.name;
       continue;

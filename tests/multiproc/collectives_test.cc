@@ -318,12 +318,13 @@ std::vector<Param> allParams() {
     for (char& ch : coll) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     for (const std::string& a : algorithmsOf(c))
       variants.push_back({a, {{"CHORUS_ALGO", coll + ":" + a}}});
-    if (c == C::kAllReduce) {
-      // Two-shot through the staging segment in many small rounds (uneven last round, slices
-      // of a round smaller than a cache line), and two-shot over cross-memory attach.
+    if (c == C::kAllReduce || c == C::kAllGather) {
+      // Through the staging segment in many small rounds (uneven last round, slices of a
+      // round smaller than a cache line), and the same algorithm over cross-memory attach.
+      const std::string a = c == C::kAllReduce ? "twoshot" : "direct";
       variants.push_back({"rounds4k", {{"CHORUS_SHM_STAGING_ROUND", "4K"}}});
-      variants.push_back({"twoshot_cma", {{"CHORUS_ALGO", "allreduce:twoshot"},
-                                          {"CHORUS_SHM_STAGING_ROUND", "0"}}});
+      variants.push_back({a + "_cma", {{"CHORUS_ALGO", coll + ":" + a},
+                                       {"CHORUS_SHM_STAGING_ROUND", "0"}}});
     }
     // The default runs every rank count; the other configurations the counts that exercise
     // both parities of slicing and the oversubscribed case (5 ranks on 2 cores), to bound time.
