@@ -3,6 +3,7 @@
 #include "algorithms/alltoall/alltoall.h"
 #include "algorithms/barrier/barrier.h"
 #include "algorithms/direct/direct.h"
+#include "algorithms/hier/hier.h"
 #include "algorithms/ring/ring.h"
 #include "algorithms/tree/tree.h"
 
@@ -54,6 +55,32 @@ constexpr AlgoInfo kAlgorithms[] = {
      &buildDirectGather},
     {Coll::kScatter, "direct", "one-sided: every rank reads its block of the root's input",
      &buildDirectScatter},
+    // Trees and host-aware schedules (CollDesc::hostOf); appended so that the first entry of
+    // each collective, the fallback default, stays the same.
+    {Coll::kAllReduce, "tree",
+     "double binary tree over host leaders (chains inside hosts), half the data per tree",
+     &buildDoubleTreeAllReduce},
+    {Coll::kAllReduce, "rabenseifner",
+     "recursive halving reduce-scatter + recursive doubling all-gather, extra ranks folded",
+     &buildRabenseifnerAllReduce},
+    {Coll::kAllReduce, "hier",
+     "intra-host reduce-scatter, ring all-reduce across hosts per rail, intra-host all-gather",
+     &buildHierAllReduce},
+    {Coll::kBroadcast, "binomial", "binomial tree from the root, chunk-pipelined",
+     &buildBinomialBroadcast},
+    {Coll::kBroadcast, "hier",
+     "scatter in the root's host, chain across hosts per rail, all-gather in each host",
+     &buildHierBroadcast},
+    {Coll::kReduce, "binomial", "binomial tree to the root, chunk-pipelined, partials in scratch",
+     &buildBinomialReduce},
+    {Coll::kAllGather, "hier", "ring all-gather across hosts per rail, then exchange inside hosts",
+     &buildHierAllGather},
+    {Coll::kReduceScatter, "hier",
+     "reduce onto the rails inside each host, then ring reduce-scatter across hosts per rail",
+     &buildHierReduceScatter},
+    {Coll::kAllToAll, "hier",
+     "2-hop: regroup by destination host inside each host, then one exchange per rail",
+     &buildHierAllToAll},
 };
 
 }  // namespace

@@ -105,6 +105,11 @@ struct CollDesc {
   uint64_t chunkBytes = 1 << 20;  // pipelining granularity (rounded down to whole elements)
   // alltoallv only, this rank's view (nranks entries each, in elements):
   std::vector<uint64_t> sendCounts, sendDispls, recvCounts, recvDispls;
+  // Host of every rank (nranks entries), hosts numbered in the order of their lowest rank, as
+  // src/topology's Layout numbers them; equal on every rank. Empty (or of the wrong size) means
+  // one host or unknown: host-aware builders (algorithms/hier, the double binary tree) then
+  // treat every rank alike and build their flat form. Ranks of one host need not be contiguous.
+  std::vector<int> hostOf;
 };
 
 class Schedule {

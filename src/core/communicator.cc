@@ -691,6 +691,9 @@ sched::Schedule Communicator::buildInRingOrder(const AlgoInfo& algo, const sched
   for (int i = 0; i < nranks_; ++i) pos[static_cast<size_t>(order[static_cast<size_t>(i)])] = i;
   sched::CollDesc v = d;
   if (d.coll != sched::Coll::kAllReduce) v.root = pos[static_cast<size_t>(d.root)];
+  if (!d.hostOf.empty())
+    for (int i = 0; i < nranks_; ++i)
+      v.hostOf[static_cast<size_t>(i)] = d.hostOf[static_cast<size_t>(order[static_cast<size_t>(i)])];
   sched::Schedule s = algo::makeSchedule(algo, v, pos[static_cast<size_t>(rank_)], nranks_);
   for (sched::Step& st : s.steps)
     if (st.peer >= 0) st.peer = order[static_cast<size_t>(st.peer)];
@@ -751,6 +754,11 @@ Status Communicator::runNow(const CollArgs& a) {
   d.elemSize = elem;
   d.root = a.root;
   d.chunkBytes = std::max<uint64_t>(elem, chunkBytes_ / elem * elem);
+  if (layout_->numHosts() > 1) {
+    // Host-aware builders (algorithms/hier, the double tree) group ranks by host.
+    d.hostOf.resize(static_cast<size_t>(nranks_));
+    for (int r = 0; r < nranks_; ++r) d.hostOf[static_cast<size_t>(r)] = layout_->hostOf(r);
+  }
   d.sendCounts = a.sendCounts;
   d.sendDispls = a.sendDispls;
   d.recvCounts = a.recvCounts;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "algorithms/common/chunking.h"
+#include "algorithms/tree/tree.h"
 #include "src/topology/layout.h"
 
 namespace chorus::tune {
@@ -127,13 +128,187 @@ void syncRound(Traffic& t, double n) {
   t.waits += n - 1;
 }
 
+// Trees and hierarchical schedules (algorithms/tree, algorithms/hier): the busiest rank's
+// counts, as the schedules built for the layout produce them. `hier` applies on hosts of equal
+// size (nranks == hosts * ranksPerHost) with hosts > 1 and ranksPerHost > 1; elsewhere its
+// builders build the flat algorithm, and so does this model (see trafficOf).
+bool treeOrHierTraffic(Coll coll, std::string_view algo, double N, const CostInput& in,
+                       Traffic& t) {
+  const double n = in.nranks, c = static_cast<double>(in.chunkBytes);
+  const double H = in.hosts, L = in.ranksPerHost;
+  const bool multiHost = in.hosts > 1;
+  if (algo == "binomial" && (coll == Coll::kBroadcast || coll == Coll::kReduce)) {
+    // The root sends (receives) each chunk to (from) its ceil(log2 n) children; the rank
+    // 2^(d-1) below it receives one chunk and forwards d-1, as many messages in all.
+    const double d = std::ceil(std::log2(n)), C = ceilDiv(N, c);
+    t.hops = C > 0 ? d + C - 1 : 0;
+    t.messages = d * C;
+    t.waits = coll == Coll::kReduce ? d * C : C;
+    t.headerPeers = d;
+    t.bytesIntra = d * N;
+    t.bytesNic = multiHost ? d * N : 0;  // the root's children on other hosts, at worst all
+    t.interShare = multiHost ? (n - L) / (n - 1) : 0;
+    if (coll == Coll::kReduce) t.reduceBytes = d * N;
+    t.workingSet = 2 * N;
+    return true;
+  }
+  if (algo == "rabenseifner" && coll == Coll::kAllReduce) {
+    // Halving and doubling over p = 2^floor(log2 n) ranks; with n > p the odd ranks of the
+    // fold also take in and give back the whole vector (the busiest ranks).
+    double p = 1;
+    while (p * 2 <= n) p *= 2;
+    const bool fold = n > p;
+    const double steps = std::log2(p);
+    double messages = 0;  // each step sends and receives its window, halving and doubling
+    for (double j = 1, w = N / 2; j <= steps; ++j, w /= 2) messages += 4 * ceilDiv(w, c);
+    // Chunks of one step stream behind each other, as the ring's do.
+    const double C = ceilDiv(N / 2, c);
+    t.hops = C > 0 ? 2 * steps + (fold ? 2 : 0) + C - 1 : 0;
+    t.messages = messages + (fold ? 2 * ceilDiv(N, c) : 0);
+    t.waits = t.messages / 2;
+    t.headerPeers = steps + (fold ? 1 : 0);
+    t.bytesIntra = 2 * (p - 1) / p * N + (fold ? N : 0);
+    // Contiguous hosts of L ranks: partners at distance >= L are on other hosts.
+    const double crossing = multiHost ? std::max(0.0, 2 * (p - L) / p * N) : 0;
+    t.bytesNic = L * crossing;
+    t.interShare = t.bytesIntra > 0 ? crossing / t.bytesIntra : 0;
+    t.reduceBytes = (p - 1) / p * N + (fold ? N : 0);
+    t.workingSet = 2 * N;
+    return true;
+  }
+  if (algo == "tree" && coll == Coll::kAllReduce) {
+    // Two trees over the host leaders (chains below them) or over all ranks; per tree a rank
+    // with k children and a parent moves its half 2k + 2 times per chunk.
+    const int m = multiHost ? in.hosts : in.nranks;
+    const auto trees = algo::doubleBinaryTree(m);
+    const double half = std::ceil(N / 2), C = ceilDiv(half, c);
+    const double chain = multiHost && L > 1 ? 1 : 0;  // a leader's intra-host child
+    double mostMoves = 0, mostChildren = 0, mostCross = 0, depth = 0;
+    for (int v = 0; v < m; ++v) {
+      double moves = 0, children = 0, cross = 0;
+      for (const algo::NodeTree& tr : trees) {
+        const double k = static_cast<double>(tr.children[static_cast<size_t>(v)].size());
+        const double up = tr.parent[static_cast<size_t>(v)] >= 0 ? 1 : 0;
+        moves += k + chain + up;
+        children += k + chain;
+        cross += k + up;
+        double dv = 0;
+        for (int u = v; tr.parent[static_cast<size_t>(u)] >= 0; u = tr.parent[static_cast<size_t>(u)])
+          ++dv;
+        depth = std::max(depth, dv);
+      }
+      mostMoves = std::max(mostMoves, moves);
+      mostChildren = std::max(mostChildren, children);
+      mostCross = std::max(mostCross, cross);
+    }
+    if (multiHost) mostMoves = std::max(mostMoves, 2 * (1 + chain));  // a chain rank
+    depth += multiHost ? L - 1 : 0;
+    t.hops = C > 0 ? 2 * depth + C - 1 : 0;
+    t.messages = 2 * mostMoves * C;
+    t.waits = (mostMoves + 0) * C;
+    t.headerPeers = std::min(n - 1, mostMoves);
+    t.bytesIntra = mostMoves * half;
+    t.bytesNic = multiHost ? mostCross * half : 0;
+    t.interShare = multiHost && mostMoves > 0 ? mostCross / mostMoves : 0;
+    t.reduceBytes = mostChildren * half;
+    t.workingSet = 2 * N;
+    return true;
+  }
+  if (algo != "hier") return false;
+  switch (coll) {
+    case Coll::kAllReduce: {
+      // Reduce-scatter in the host (direct), a ring per rail over H hosts, all-gather in the
+      // host; per chunk of the own slice: 2 (L-1) + 2 (H-1) sends and as many receives.
+      const double C = ceilDiv(std::ceil(N / L), c);
+      t.hops = C > 0 ? 2 * (H - 1) + 2 + C - 1 : 0;
+      t.messages = 4 * ((L - 1) + (H - 1)) * C;
+      t.waits = 2 * ((L - 1) + (H - 1)) * C;
+      t.headerPeers = (L - 1) + std::min(2.0, H - 1);
+      t.bytesIntra = 2 * (L - 1) / L * N;
+      t.bytesNic = 2 * (H - 1) / H * N;  // L rails of 2 (H-1)/H N/L each
+      t.interShare = (H - 1) / ((L - 1) + (H - 1));
+      t.reduceBytes = (L - 1) / L * N + (H - 1) / H * N / L;
+      t.workingSet = 2 * N;
+      return true;
+    }
+    case Coll::kReduceScatter:
+    case Coll::kAllGather: {
+      // N is one block; rail partials (reduce-scatter) or rail blocks (all-gather) move inside
+      // the host as H blocks per peer, and a ring of H-1 steps runs per rail.
+      const bool rs = coll == Coll::kReduceScatter;
+      const double C = ceilDiv(N, c);
+      t.hops = C > 0 ? (H - 1) + 1 + C - 1 : 0;
+      t.messages = 2 * (H * (L - 1) + (H - 1)) * C;
+      t.waits = (H * (L - 1) + (H - 1)) * C;
+      t.headerPeers = (L - 1) + std::min(2.0, H - 1);
+      t.bytesIntra = H * (L - 1) * N;
+      t.bytesNic = L * (H - 1) * N;
+      t.interShare = (H - 1) / (H * (L - 1) + (H - 1));
+      if (rs)
+        t.reduceBytes = (H * (L - 1) + (H - 1)) * N;
+      else
+        t.copyBytes = N;
+      t.workingSet = (n + 1 + (rs ? H : 0)) * N;
+      return true;
+    }
+    case Coll::kBroadcast: {
+      // Slices of N/L: the root scatters them in its host, each rail chains its slice over the
+      // hosts, every host all-gathers. The root sends 2 (L-1) slices per chunk, a chain rank
+      // 1 + (L-1) and receives as many.
+      const double slice = std::ceil(N / L), C = ceilDiv(slice, c);
+      t.hops = C > 0 ? (H - 1) + 2 + C - 1 : 0;
+      t.messages = 2 * L * C;
+      t.waits = L * C;
+      t.headerPeers = (L - 1) + std::min(2.0, H - 1);
+      t.bytesIntra = 2 * (L - 1) * slice;
+      t.bytesNic = N;  // L rails of N/L
+      t.interShare = 1 / L;
+      t.fillBytes = (H - 2) * std::min(c, slice);
+      t.copyBytes = N;
+      t.workingSet = 2 * N;
+      return true;
+    }
+    case Coll::kAllToAll: {
+      // N per peer: H (L-1) blocks to and from the host's ranks, L (H-1) to and from the rails.
+      const double C = ceilDiv(N, c);
+      const double intra = H * (L - 1), inter = L * (H - 1);
+      t.hops = C > 0 ? 2 : 0;
+      t.messages = 2 * (intra + inter) * C;
+      t.waits = (intra + inter) * C;
+      t.headerPeers = (L - 1) + 2 * (H - 1);
+      t.bytesIntra = intra * N;
+      t.bytesNic = L * inter * N;
+      t.interShare = inter / (intra + inter);
+      t.copyBytes = N;
+      t.workingSet = (2 * n + H * L) * N;
+      return true;
+    }
+    default: return false;
+  }
+}
+
 Traffic trafficOf(Coll coll, std::string_view algo, uint64_t bytesIn, const CostInput& in) {
+  if (algo == "hier") {
+    // Where the hierarchical builders do not apply they build the flat algorithm.
+    const bool applies = in.hosts > 1 && in.ranksPerHost > 1 &&
+                         in.hosts * in.ranksPerHost == in.nranks;
+    if (!applies || in.nranks == 1) {
+      const char* flat = coll == Coll::kBroadcast ? "chain"
+                         : coll == Coll::kAllToAll ? "pairwise"
+                                                   : "ring";
+      return trafficOf(coll, flat, bytesIn, in);
+    }
+  }
   Traffic t;
   const double N = static_cast<double>(bytesIn), n = in.nranks, c = in.chunkBytes;
   if (in.nranks == 1) {
     // Every algorithm degenerates to a local copy (or nothing, in place).
     if (coll != Coll::kBarrier) t.copyBytes = N;
     t.workingSet = 2 * N;
+    return t;
+  }
+  if (treeOrHierTraffic(coll, algo, N, in, t)) {
+    t.waits += t.headerPeers;
     return t;
   }
   const bool ring = algo == "ring", oneshot = algo == "oneshot", twoshot = algo == "twoshot",

@@ -180,7 +180,9 @@ std::vector<Band> bands() {
         "broadcast:chain", "reduce:chain", "alltoall:pairwise", "alltoallv:pairwise",
         "gather:linear", "scatter:linear", "barrier:dissemination", "allreduce:twoshot",
         "reducescatter:direct", "allgather:direct", "broadcast:direct", "reduce:direct",
-        "alltoall:direct", "gather:direct", "scatter:direct"}) {
+        "alltoall:direct", "gather:direct", "scatter:direct", "allreduce:tree",
+        "allreduce:rabenseifner", "allreduce:hier", "broadcast:binomial", "broadcast:hier",
+        "reduce:binomial", "allgather:hier", "reducescatter:hier", "alltoall:hier"}) {
     for (Band b : {Band{name, 1, 12}, Band{name, 13, 20}, Band{name, 21, 27},
                    Band{name, 28, 33}})
       out.push_back(b);
@@ -220,7 +222,16 @@ TEST(Registry, EveryCollectiveHasItsAlgorithm) {
               {Coll::kReduce, "direct", false, true},
               {Coll::kAllToAll, "direct", false, true},
               {Coll::kGather, "direct", false, true},
-              {Coll::kScatter, "direct", false, true}};
+              {Coll::kScatter, "direct", false, true},
+              {Coll::kAllReduce, "tree", false, false},
+              {Coll::kAllReduce, "rabenseifner", false, false},
+              {Coll::kAllReduce, "hier", false, false},
+              {Coll::kBroadcast, "binomial", false, false},
+              {Coll::kBroadcast, "hier", false, false},
+              {Coll::kReduce, "binomial", false, false},
+              {Coll::kAllGather, "hier", false, false},
+              {Coll::kReduceScatter, "hier", false, false},
+              {Coll::kAllToAll, "hier", false, false}};
   EXPECT_EQ(allAlgorithms().size(), std::size(want));
   for (const auto& w : want) {
     const AlgoInfo* a = findAlgorithm(w.coll, w.name);

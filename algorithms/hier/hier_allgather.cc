@@ -1,0 +1,84 @@
+// Hierarchical all-gather: a ring all-gather across hosts on each rail, then an exchange inside
+// each host.
+//
+// Schedule. H hosts of L ranks; rank (h, l) is local rank l of host h; output block q (count
+// elements) is rank q's input. Rail l is the ranks (., l).
+//   1. Inter-host ring all-gather on each rail in parallel: in step s, (h, l) sends the block of
+//      (h-s, l) to (h+1, l) and receives the block of (h-s-1, l) from (h-1, l), straight into
+//      its output (step 0 sends from the input).
+//   2. Intra-host, direct: every rank sends the H blocks of its rail to every other local rank
+//      and receives the H blocks of rail j from local rank j into its output.
+// Out of place the own block is copied into the output first (off the critical path).
+// Chunk-major over the count, so both phases of different chunks overlap.
+//
+// In place (sendbuff == recvbuff + rank*count) the input is output block rank: nothing copies
+// it and no step writes it.
+//
+// Fallback: without several hosts of several ranks each, all of one size, the flat ring
+// all-gather (algorithms/ring) — Schedule::algo still says "hier".
+//
+// Cost (alpha-beta, output of S = n * count * e bytes per rank, C chunks per block):
+//   phase 1: (H-1) C A + (H-1)/(H L) S B;  phase 2: C alpha + (L-1)/L S beta.
+// Inter-host bytes per rank: (H-1)/H * S/L = (H-1) count e — each host's NIC carries (H-1)/H S,
+// the minimum for any all-gather.
+//
+// Tuner: multi-host all-gather (FSDP parameter gathers) with several ranks per host.
+#include "algorithms/common/chunking.h"
+#include "algorithms/hier/hier.h"
+#include "algorithms/ring/ring.h"
+
+namespace chorus::algo {
+
+using sched::kInput;
+using sched::kOutput;
+
+sched::Schedule buildHierAllGather(const sched::CollDesc& d, int rank, int nranks) {
+  const HostGroups g = hostGroups(d, nranks);
+  if (!g.hierarchical()) {
+    sched::Schedule flat = buildRingAllGather(d, rank, nranks);
+    flat.algo = "hier";
+    return flat;
+  }
+  sched::Schedule s;
+  s.algo = "hier";
+  const uint64_t es = d.elemSize, count = d.count;
+  const uint64_t mine = static_cast<uint64_t>(rank) * count;
+  if (d.inPlace) s.inputInOutput = static_cast<int64_t>(mine * es);
+  if (!d.inPlace) s.copy(elemRange(kInput, {0, count}, es), elemRange(kOutput, {mine, count}, es));
+  const int H = g.numHosts();
+  const int L = static_cast<int>(g.ranks[0].size());
+  const int h = g.host[static_cast<size_t>(rank)], l = g.local[static_cast<size_t>(rank)];
+  auto at = [&](int host, int loc) {
+    return g.ranks[static_cast<size_t>(modRank(host, H))][static_cast<size_t>(loc)];
+  };
+  const int next = at(h + 1, l), prev = at(h - 1, l);
+  s.addPeer(next);
+  s.addPeer(prev);
+  for (int j = 0; j < L; ++j)
+    if (j != l) s.addPeer(at(h, j));
+
+  const uint64_t chunk = chunkElems(d);
+  for (uint64_t c = 0; c < numChunks(count, chunk); ++c) {
+    const Block part = chunkOf({0, count}, chunk, c);
+    auto outBlock = [&](int owner) {
+      return elemRange(kOutput, {static_cast<uint64_t>(owner) * count + part.begin, part.count},
+                       es);
+    };
+    for (int st = 0; st < H - 1; ++st) {
+      s.send(next, st == 0 ? elemRange(kInput, part, es) : outBlock(at(h - st, l)));
+      s.recv(prev, outBlock(at(h - st - 1, l)));
+    }
+    for (int j = 1; j < L; ++j) {
+      const int to = at(h, (l + j) % L);
+      for (int k = 0; k < H; ++k)
+        s.send(to, k == h ? elemRange(kInput, part, es) : outBlock(at(k, l)));
+    }
+    for (int j = 1; j < L; ++j) {
+      const int from = (l - j + L) % L;
+      for (int k = 0; k < H; ++k) s.recv(at(h, from), outBlock(at(k, from)));
+    }
+  }
+  return s;
+}
+
+}  // namespace chorus::algo

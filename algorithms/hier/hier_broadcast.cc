@@ -1,0 +1,96 @@
+// Hierarchical broadcast: scatter inside the root's host, a chain across hosts on every rail,
+// an all-gather inside every host.
+//
+// Schedule. H hosts of L ranks; rank (h, l) is local rank l of host h; the root is (h0, l0).
+// The N elements are cut into L slices, slice j travelling on rail j (the ranks (., j)).
+//   1. The root sends slice j to local rank j of its host (j != l0).
+//   2. Each rail carries its slice down a chain of hosts h0 -> h0+1 -> ... -> h0-1: every rank
+//      receives it from the previous host into its output and forwards it from there.
+//   3. Inside every host each rank sends its slice to the other local ranks and receives theirs
+//      straight into its output; the root, which has everything, only sends.
+// Out of place the root also copies its input to its output, off the critical path. Chunk-major,
+// so the phases of different chunks overlap and the chains pipeline.
+//
+// In place (sendbuff == recvbuff) the root sends from the buffer it holds and copies nothing.
+//
+// Fallback: without several hosts of several ranks each, all of one size, the chain broadcast
+// (algorithms/tree) — Schedule::algo still says "hier".
+//
+// Cost (alpha-beta, N bytes, C chunks per slice):
+//   (H - 2 + C) (A + N/(L C) B) + 2 (alpha + (L-1)/L N beta): every host link carries N once
+//   in total, split over L rails, and the chain's fill grows with H, not n.
+// Inter-host bytes per rank: N/L sent by ranks of every host but the chain's last, N/L received
+// by ranks of every host but the root's.
+//
+// Tuner: multi-host broadcast of medium and large messages with several ranks per host; for
+// small messages the binomial tree (log n steps).
+#include "algorithms/common/chunking.h"
+#include "algorithms/hier/hier.h"
+#include "algorithms/tree/tree.h"
+
+namespace chorus::algo {
+
+using sched::kInput;
+using sched::kOutput;
+
+sched::Schedule buildHierBroadcast(const sched::CollDesc& d, int rank, int nranks) {
+  const HostGroups g = hostGroups(d, nranks);
+  if (!g.hierarchical()) {
+    sched::Schedule flat = buildChainBroadcast(d, rank, nranks);
+    flat.algo = "hier";
+    return flat;
+  }
+  sched::Schedule s;
+  s.algo = "hier";
+  if (d.inPlace) s.outputInInput = 0;
+  const uint64_t es = d.elemSize;
+  const int H = g.numHosts();
+  const int L = static_cast<int>(g.ranks[0].size());
+  const int h = g.host[static_cast<size_t>(rank)], l = g.local[static_cast<size_t>(rank)];
+  const int h0 = g.host[static_cast<size_t>(d.root)];
+  const bool isRoot = rank == d.root;
+  const int pos = modRank(h - h0, H);  // place of this host in the chains
+  auto at = [&](int host, int loc) {
+    return g.ranks[static_cast<size_t>(modRank(host, H))][static_cast<size_t>(loc)];
+  };
+  for (int j = 0; j < L; ++j)
+    if (j != l) s.addPeer(at(h, j));
+  if (pos > 0) s.addPeer(at(h - 1, l));
+  if (pos < H - 1) s.addPeer(at(h + 1, l));
+  if (isRoot && !d.inPlace)
+    s.copy(elemRange(kInput, {0, d.count}, es), elemRange(kOutput, {0, d.count}, es));
+
+  auto slice = [&](int j) { return evenBlock(d.count, L, j); };
+  const uint64_t chunk = chunkElems(d);
+  for (uint64_t c = 0; c < numChunks(slice(0).count, chunk); ++c) {
+    auto part = [&](int j) { return chunkOf(slice(j), chunk, c); };
+    // Where this rank's slice is: the root's in its input, everyone else's in the output.
+    const sched::Range own = elemRange(isRoot ? kInput : kOutput, part(l), es);
+    // 1. Scatter inside the root's host.
+    if (isRoot) {
+      for (int j = 1; j < L; ++j) {
+        const int to = (l + j) % L;
+        s.send(at(h, to), elemRange(kInput, part(to), es));
+      }
+    } else if (pos == 0) {
+      s.recv(d.root, own);
+    }
+    // 2. Chain across hosts on rail l.
+    if (pos > 0) s.recv(at(h - 1, l), own);
+    if (pos < H - 1) s.send(at(h + 1, l), own);
+    // 3. All-gather inside the host; the root receives nothing.
+    for (int j = 1; j < L; ++j) {
+      const int to = at(h, (l + j) % L);
+      if (to != d.root) s.send(to, own);
+    }
+    if (!isRoot) {
+      for (int j = 1; j < L; ++j) {
+        const int from = (l - j + L) % L;
+        s.recv(at(h, from), elemRange(kOutput, part(from), es));
+      }
+    }
+  }
+  return s;
+}
+
+}  // namespace chorus::algo

@@ -1,0 +1,57 @@
+// Binomial-tree reduce, chunk-pipelined: the mirror image of the binomial broadcast.
+//
+// Schedule. Ranks are numbered relative to the root, v = (rank - root) mod n, and the tree is
+// the broadcast's (binomialNode()). For each chunk of chunkBytes a rank folds in the partials
+// of its children, smallest subtree first (they finish first), starting from its own input
+// chunk, and sends the result to its parent; the root folds into its output. Interior ranks
+// keep partials in a ring of chunk-sized scratch slots (their output is not part of the call),
+// so scratch is bounded by kScratchSlots chunks; leaves send straight from the input.
+//
+// In place (sendbuff == recvbuff) the root's first fold reads and writes the same elements.
+//
+// Cost (alpha-beta, N bytes, C chunks of c bytes, d = ceil(log2 n), gamma per reduced byte):
+//   unpipelined: d (alpha + N (beta + gamma));  pipelined: about (d + (C-1) log2 n)
+//   (alpha + c (beta + gamma)), the root receiving log2 n partials per chunk.
+//
+// Tuner: small and medium reduces at large n; large ones want the chain reduce.
+#include "algorithms/common/chunking.h"
+#include "algorithms/tree/tree.h"
+
+namespace chorus::algo {
+
+using sched::kInput;
+using sched::kOutput;
+
+sched::Schedule buildBinomialReduce(const sched::CollDesc& d, int rank, int nranks) {
+  sched::Schedule s;
+  s.algo = "binomial";
+  if (d.inPlace) s.outputInInput = 0;
+  const uint64_t es = d.elemSize;
+  const int v = modRank(rank - d.root, nranks);
+  const BinomialNode node = binomialNode(v, nranks);
+  auto real = [&](int x) { return modRank(x + d.root, nranks); };
+  if (node.parent >= 0) s.addPeer(real(node.parent));
+  for (int ch : node.children) s.addPeer(real(ch));
+  const bool isRoot = v == 0;
+  if (nranks == 1 && !d.inPlace)
+    s.copy(elemRange(kInput, {0, d.count}, es), elemRange(kOutput, {0, d.count}, es));
+
+  const uint64_t chunk = chunkElems(d);
+  ScratchRing partials(std::min(chunk, d.count) * es);
+  for (uint64_t c = 0; c < numChunks(d.count, chunk); ++c) {
+    const Block part = chunkOf({0, d.count}, chunk, c);
+    sched::Range acc = elemRange(kInput, part, es);
+    const sched::Range dst =
+        isRoot ? elemRange(kOutput, part, es)
+               : (node.children.empty() ? acc : partials.next(part.count * es));
+    for (auto it = node.children.rbegin(); it != node.children.rend(); ++it) {
+      s.recvReduce(real(*it), acc, dst);
+      acc = dst;
+    }
+    if (!isRoot) s.send(real(node.parent), acc);
+  }
+  s.scratchBytes = partials.end();
+  return s;
+}
+
+}  // namespace chorus::algo

@@ -1,0 +1,120 @@
+// Rabenseifner all-reduce: recursive-halving reduce-scatter, then recursive-doubling all-gather.
+//
+// Schedule. Let p be the largest power of two <= n and x = n - p. First the fold: among ranks
+// 0..2x-1, each even rank sends its whole input to the odd rank above it, which folds it into
+// its output; the even ranks then sit out and the p remaining ranks take new numbers (odd
+// r < 2x: r/2; r >= 2x: r - x). The data is cut into p blocks (sizes differ by at most one
+// element) and the remaining ranks run, for mask = p/2, p/4, ..., 1, a halving step with the
+// rank whose new number differs in that bit: the one with the bit clear keeps the lower half of
+// its current window of blocks and sends the upper half, the other the reverse, and each folds
+// what it receives into its output (the first step reads its own data from the input, or from
+// the output after the fold). After log2 p steps new rank q holds block q reduced over all n
+// ranks. The all-gather retraces the steps with mask = 1, 2, ..., p/2, exchanging whole windows
+// straight into the output. Finally each odd rank of the fold sends the whole result to its
+// even partner. Every exchange is cut into chunks of chunkBytes.
+//
+// In place (sendbuff == recvbuff) the same steps hold: halves are sent before the all-gather
+// overwrites them (finalize() orders it) and folds read and write the same elements.
+//
+// Cost (alpha-beta, N bytes, gamma per reduced byte, without the fold):
+//   2 log2 p alpha + 2 (p-1)/p N beta + (p-1)/p N gamma — the ring's bandwidth with log2 p
+//   instead of 2 (n-1) steps. With x > 0 the fold and unfold add 2 (alpha + N beta) + N gamma on
+//   the folded pairs (the critical path).
+//
+// Tuner: mid-size all-reduces (a few KiB to a few MiB), where the ring's 2 (n-1) steps cost and
+// the message is too large for one-shot; small ones on very many ranks may prefer the double
+// binary tree. Best at power-of-two rank counts.
+#include "algorithms/common/chunking.h"
+#include "algorithms/tree/tree.h"
+
+namespace chorus::algo {
+
+using sched::kInput;
+using sched::kOutput;
+
+sched::Schedule buildRabenseifnerAllReduce(const sched::CollDesc& d, int rank, int nranks) {
+  sched::Schedule s;
+  s.algo = "rabenseifner";
+  if (d.inPlace) s.outputInInput = 0;
+  const uint64_t es = d.elemSize;
+  const Block all{0, d.count};
+  if (nranks == 1) {
+    if (!d.inPlace) s.copy(elemRange(kInput, all, es), elemRange(kOutput, all, es));
+    return s;
+  }
+  int p = 1;
+  while (p * 2 <= nranks) p *= 2;
+  const int extra = nranks - p;
+  const uint64_t chunk = chunkElems(d);
+  // Every exchange walks its block in chunks; both sides cut the same block the same way.
+  auto sendAll = [&](int peer, sched::BufId buf, Block b) {
+    s.addPeer(peer);
+    for (uint64_t c = 0; c < numChunks(b.count, chunk); ++c)
+      s.send(peer, elemRange(buf, chunkOf(b, chunk, c), es));
+  };
+  auto recvAll = [&](int peer, Block b) {
+    s.addPeer(peer);
+    for (uint64_t c = 0; c < numChunks(b.count, chunk); ++c)
+      s.recv(peer, elemRange(kOutput, chunkOf(b, chunk, c), es));
+  };
+  auto foldAll = [&](int peer, sched::BufId from, Block b) {
+    s.addPeer(peer);
+    for (uint64_t c = 0; c < numChunks(b.count, chunk); ++c) {
+      const Block part = chunkOf(b, chunk, c);
+      s.recvReduce(peer, elemRange(from, part, es), elemRange(kOutput, part, es));
+    }
+  };
+
+  // The fold.
+  if (rank < 2 * extra && rank % 2 == 0) {
+    sendAll(rank + 1, kInput, all);
+    recvAll(rank + 1, all);
+    return s;
+  }
+  sched::BufId have = kInput;  // where this rank's (partial) data is
+  if (rank < 2 * extra) {
+    foldAll(rank - 1, kInput, all);
+    have = kOutput;
+  }
+  const int q = rank < 2 * extra ? rank / 2 : rank - extra;
+  auto realRank = [&](int nq) { return nq < extra ? 2 * nq + 1 : nq + extra; };
+  auto window = [&](int lo, int hi) {  // blocks [lo, hi) as elements
+    const Block a = evenBlock(d.count, p, lo);
+    const Block b = evenBlock(d.count, p, hi - 1);
+    return Block{a.begin, b.begin + b.count - a.begin};
+  };
+
+  // Recursive halving.
+  int lo = 0, hi = p;
+  for (int mask = p / 2; mask >= 1; mask /= 2) {
+    const int peer = realRank(q ^ mask);
+    const int mid = lo + (hi - lo) / 2;
+    const bool lower = (q & mask) == 0;
+    const Block give = lower ? window(mid, hi) : window(lo, mid);
+    const Block keep = lower ? window(lo, mid) : window(mid, hi);
+    sendAll(peer, have, give);
+    foldAll(peer, have, keep);
+    have = kOutput;
+    if (lower) {
+      hi = mid;
+    } else {
+      lo = mid;
+    }
+  }
+  // Recursive doubling.
+  for (int mask = 1; mask < p; mask *= 2) {
+    const int peer = realRank(q ^ mask);
+    const int size = hi - lo;
+    const bool lower = (q & mask) == 0;
+    const int plo = lower ? lo + size : lo - size;
+    sendAll(peer, kOutput, window(lo, hi));
+    recvAll(peer, window(plo, plo + size));
+    lo = std::min(lo, plo);
+    hi = lo + 2 * size;
+  }
+  // The unfold.
+  if (rank < 2 * extra) sendAll(rank - 1, kOutput, all);
+  return s;
+}
+
+}  // namespace chorus::algo

@@ -1,0 +1,601 @@
+// netns_check: the rank program of the multi-host tests. run_job.sh starts it on every host of
+// a network-namespace test bed; it joins the job with chorusCommInitFromEnv and checks, as one
+// rank, what the job as a whole must get right.
+//
+//   netns_check collectives
+//     Every collective (all-reduce, broadcast, reduce, all-gather, reduce-scatter, all-to-all)
+//     at counts 1, 1023 and 1 MiB + 3 float32 elements, sum, each element compared with a
+//     reference computed here from every rank's inputs. Then the traffic: bytes to ranks on
+//     other hosts went over tcp and bytes inside the host over shm (never the other way
+//     round), and at least as many as the all-to-alls alone had to move. Prints
+//     "PASS rank r ..." and exits 0, or one "FAIL rank r: ..." line per problem and exits 1.
+//
+//   netns_check kill [--victim-host H] [--mib M]
+//     Ranks all-reduce M MiB (default 64) over and over; the first rank of host H (default 1)
+//     kills itself with SIGKILL while inside one of them. Every other rank must see its
+//     all-reduce fail with chorusRemoteError within 5 s of the kill: it prints
+//     "KILL-OK rank r ... <seconds> s after ..." and exits 0, or "FAIL rank r: ..." and exits 1.
+//     The victim stamps the time of its death into $CHORUS_NETNS_SCRATCH/killed-at
+//     (CLOCK_MONOTONIC, which every namespace shares) just before raise(SIGKILL).
+//
+// The layout comes from run_job.sh: CHORUS_NETNS_HOSTS ("2,1,3": ranks per host, contiguous)
+// and CHORUS_NETNS_HOST (this rank's host). Inputs are small multiples of 1/4, so sums of a few
+// of them are exact in float32 in any order and results compare with ==; outputs are poisoned
+// with NaN first, so an element nobody wrote is caught. The inputs depend on a seed:
+// CHORUS_NETNS_SEED when set, else one derived from CHORUS_JOB_SECRET (new for every job);
+// rank 0 prints it, so a failure can be replayed.
+#include <chorus/chorus.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+constexpr int kUsage = 2;
+constexpr double kDetectLimitSeconds = 5.0;
+
+// ---- job layout ---------------------------------------------------------------------------
+
+struct Layout {
+  std::vector<int> perHost;  // ranks on each host
+  std::vector<int> offset;   // first global rank of each host
+  int host = -1;             // this rank's host
+  int nranks = 0;
+
+  int hostOf(int rank) const {
+    int h = 0;
+    while (h + 1 < static_cast<int>(offset.size()) && offset[h + 1] <= rank) ++h;
+    return h;
+  }
+};
+
+const char* envOr(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+
+bool readLayout(Layout* l, std::string* why) {
+  std::string spec = envOr("CHORUS_NETNS_HOSTS", "");
+  std::string host = envOr("CHORUS_NETNS_HOST", "");
+  if (spec.empty() || host.empty()) {
+    *why = "CHORUS_NETNS_HOSTS and CHORUS_NETNS_HOST are not set (run me with run_job.sh)";
+    return false;
+  }
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    int n = std::atoi(item.c_str());
+    if (n <= 0) {
+      *why = "CHORUS_NETNS_HOSTS='" + spec + "' is not a list of rank counts";
+      return false;
+    }
+    l->offset.push_back(l->nranks);
+    l->perHost.push_back(n);
+    l->nranks += n;
+  }
+  l->host = std::atoi(host.c_str());
+  if (l->host < 0 || l->host >= static_cast<int>(l->perHost.size())) {
+    *why = "CHORUS_NETNS_HOST=" + host + " is not a host of " + spec;
+    return false;
+  }
+  return true;
+}
+
+// ---- inputs and references ------------------------------------------------------------------
+
+uint64_t mix(uint64_t x) {  // splitmix64's finalizer
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint64_t seedFromEnv() {
+  if (const char* s = std::getenv("CHORUS_NETNS_SEED"); s && *s)
+    return std::strtoull(s, nullptr, 0);
+  uint64_t h = 0x6e65746e73ull;  // any constant: the secret is what varies
+  for (char c : std::string(envOr("CHORUS_JOB_SECRET", ""))) h = mix(h ^ static_cast<uint8_t>(c));
+  return h;
+}
+
+// Element i of `rank`'s input to collective `coll`: one of -31.75, -31.5, ..., 31.75.
+float input(uint64_t seed, int coll, int rank, size_t i) {
+  uint64_t x =
+      mix(seed ^ mix((static_cast<uint64_t>(coll) << 32) | static_cast<uint32_t>(rank)) ^ mix(i));
+  return static_cast<float>(static_cast<int>(x % 255) - 127) / 4.0f;
+}
+
+void fillInput(std::vector<float>& v, uint64_t seed, int coll, int rank) {
+  for (size_t i = 0; i < v.size(); ++i) v[i] = input(seed, coll, rank, i);
+}
+
+void poison(std::vector<float>& v) {
+  std::fill(v.begin(), v.end(), std::numeric_limits<float>::quiet_NaN());
+}
+
+// Compares got[i] with want(i) for i < n; "" or a description of the first mismatch.
+std::string compare(const float* got, size_t n, const std::function<float(size_t)>& want) {
+  size_t bad = 0, first = 0;
+  float firstGot = 0, firstWant = 0;
+  for (size_t i = 0; i < n; ++i) {
+    float w = want(i);
+    if (!(got[i] == w)) {
+      if (bad++ == 0) {
+        first = i;
+        firstGot = got[i];
+        firstWant = w;
+      }
+    }
+  }
+  if (bad == 0) return "";
+  std::ostringstream os;
+  os << bad << " of " << n << " elements wrong, first at " << first << ": " << firstGot
+     << " instead of " << firstWant;
+  return os.str();
+}
+
+double now() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+std::string callFailure(const char* what, chorusResult_t r, chorusComm_t comm) {
+  return std::string(what) + " -> " + chorusGetErrorString(r) + ": " + chorusGetLastError(comm);
+}
+
+// ---- collectives mode ---------------------------------------------------------------------
+
+enum Coll { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kAllToAll, kNumColls };
+constexpr const char* kCollNames[] = {"allreduce", "broadcast",     "reduce",
+                                      "allgather", "reducescatter", "alltoall"};
+constexpr size_t kCounts[] = {1, 1023, (1u << 20) + 3};
+
+class CollectiveCheck {
+ public:
+  CollectiveCheck(chorusComm_t comm, const Layout& layout, int rank, uint64_t seed)
+      : comm_(comm), l_(layout), rank_(rank), n_(layout.nranks), seed_(seed) {}
+
+  // Runs one collective at one count; returns "" or what was wrong. `id` makes the inputs of
+  // every run different.
+  std::string run(Coll c, size_t count, int id, double* seconds) {
+    const size_t n = static_cast<size_t>(n_);
+    const int bcastRoot = n_ - 1;
+    const int reduceRoot = l_.perHost.size() > 1 ? l_.offset[1] : 0;
+    std::vector<float> send, recv;
+    chorusResult_t r = chorusSuccess;
+    double t0 = now();
+    switch (c) {
+      case kAllReduce:
+        send.resize(count), recv.resize(count);
+        fillInput(send, seed_, id, rank_), poison(recv);
+        t0 = now();
+        r = chorusAllReduce(send.data(), recv.data(), count, chorusFloat32, chorusSum, comm_,
+                            nullptr);
+        break;
+      case kBroadcast:
+        send.resize(count), recv.resize(count);
+        fillInput(send, seed_, id, rank_), poison(recv);
+        t0 = now();
+        r = chorusBroadcast(send.data(), recv.data(), count, chorusFloat32, bcastRoot, comm_,
+                            nullptr);
+        break;
+      case kReduce:
+        send.resize(count), recv.resize(count);
+        fillInput(send, seed_, id, rank_), poison(recv);
+        t0 = now();
+        r = chorusReduce(send.data(), recv.data(), count, chorusFloat32, chorusSum, reduceRoot,
+                         comm_, nullptr);
+        break;
+      case kAllGather:
+        send.resize(count), recv.resize(count * n);
+        fillInput(send, seed_, id, rank_), poison(recv);
+        t0 = now();
+        r = chorusAllGather(send.data(), recv.data(), count, chorusFloat32, comm_, nullptr);
+        break;
+      case kReduceScatter:
+        send.resize(count * n), recv.resize(count);
+        fillInput(send, seed_, id, rank_), poison(recv);
+        t0 = now();
+        r = chorusReduceScatter(send.data(), recv.data(), count, chorusFloat32, chorusSum, comm_,
+                                nullptr);
+        break;
+      case kAllToAll:
+        send.resize(count * n), recv.resize(count * n);
+        fillInput(send, seed_, id, rank_), poison(recv);
+        t0 = now();
+        r = chorusAllToAll(send.data(), recv.data(), count, chorusFloat32, comm_, nullptr);
+        break;
+      case kNumColls:
+        break;
+    }
+    *seconds = now() - t0;
+    if (r != chorusSuccess) return callFailure(kCollNames[c], r, comm_);
+
+    auto sumOver = [&](size_t i) {
+      float s = 0;
+      for (int p = 0; p < n_; ++p) s += input(seed_, id, p, i);
+      return s;
+    };
+    switch (c) {
+      case kAllReduce:
+        return compare(recv.data(), count, sumOver);
+      case kBroadcast:
+        return compare(recv.data(), count,
+                       [&](size_t i) { return input(seed_, id, bcastRoot, i); });
+      case kReduce:
+        return rank_ == reduceRoot ? compare(recv.data(), count, sumOver) : "";
+      case kAllGather:
+        return compare(recv.data(), count * n, [&](size_t i) {
+          return input(seed_, id, static_cast<int>(i / count), i % count);
+        });
+      case kReduceScatter:
+        return compare(recv.data(), count,
+                       [&](size_t i) { return sumOver(static_cast<size_t>(rank_) * count + i); });
+      case kAllToAll:
+        // Block p of the output is block `rank` of p's input.
+        return compare(recv.data(), count * n, [&](size_t i) {
+          return input(seed_, id, static_cast<int>(i / count),
+                       static_cast<size_t>(rank_) * count + i % count);
+        });
+      case kNumColls:
+        break;
+    }
+    return "";
+  }
+
+ private:
+  chorusComm_t comm_;
+  const Layout& l_;
+  int rank_, n_;
+  uint64_t seed_;
+};
+
+// What this rank's transports carried, as read from chorusCommGetStats.
+enum Traffic {
+  kTcpSentInter,
+  kTcpRecvInter,
+  kTcpSentIntra,
+  kTcpRecvIntra,
+  kShmSentIntra,
+  kShmRecvIntra,
+  kShmSentInter,
+  kShmRecvInter,
+  kOtherBytes,
+  kNumTraffic
+};
+
+bool readTraffic(chorusComm_t comm, uint64_t out[kNumTraffic], std::string* why) {
+  chorusStats_t s{};
+  s.structSize = sizeof(s);
+  chorusResult_t r = chorusCommGetStats(comm, &s);
+  if (r != chorusSuccess) {
+    *why = callFailure("chorusCommGetStats", r, comm);
+    return false;
+  }
+  std::fill(out, out + kNumTraffic, 0);
+  for (int i = 0; i < s.numTransports; ++i) {
+    const chorusTransportStats_t& t = s.transports[i];
+    if (std::strcmp(t.name, "tcp") == 0) {
+      out[kTcpSentInter] += t.bytesSentInterHost, out[kTcpRecvInter] += t.bytesRecvInterHost;
+      out[kTcpSentIntra] += t.bytesSentIntraHost, out[kTcpRecvIntra] += t.bytesRecvIntraHost;
+    } else if (std::strcmp(t.name, "shm") == 0) {
+      out[kShmSentIntra] += t.bytesSentIntraHost, out[kShmRecvIntra] += t.bytesRecvIntraHost;
+      out[kShmSentInter] += t.bytesSentInterHost, out[kShmRecvInter] += t.bytesRecvInterHost;
+    } else {
+      out[kOtherBytes] += t.bytesSentIntraHost + t.bytesSentInterHost;
+    }
+  }
+  return true;
+}
+
+std::string mib(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f MiB", static_cast<double>(bytes) / (1 << 20));
+  return buf;
+}
+
+int runCollectives(chorusComm_t comm, const Layout& l, int rank) {
+  std::vector<std::string> failures;
+  auto fail = [&](const std::string& what) { failures.push_back(what); };
+  const uint64_t seed = seedFromEnv();
+  if (rank == 0)
+    std::printf("seed 0x%016llx (CHORUS_NETNS_SEED replays it)\n",
+                static_cast<unsigned long long>(seed));
+  const int myHost = l.host;
+  const int local = l.perHost[static_cast<size_t>(myHost)];
+
+  // This namespace is a host of its own: the host split holds exactly the ranks started here.
+  chorusComm_t hostComm = nullptr;
+  if (chorusResult_t r = chorusCommSplitType(comm, CHORUS_SPLIT_HOST, rank, &hostComm);
+      r != chorusSuccess) {
+    fail(callFailure("chorusCommSplitType(HOST)", r, comm));
+  } else {
+    int size = 0, hostRank = -1;
+    chorusCommCount(hostComm, &size);
+    chorusCommUserRank(hostComm, &hostRank);
+    std::vector<int32_t> members(static_cast<size_t>(size > 0 ? size : 1), -1);
+    int32_t me = rank;
+    chorusResult_t r2 = chorusAllGather(&me, members.data(), 1, chorusInt32, hostComm, nullptr);
+    if (r2 != chorusSuccess) fail(callFailure("host split all-gather", r2, hostComm));
+    std::vector<int32_t> want(static_cast<size_t>(local));
+    std::iota(want.begin(), want.end(), l.offset[static_cast<size_t>(myHost)]);
+    if (size != local || hostRank != rank - l.offset[static_cast<size_t>(myHost)] ||
+        members != want) {
+      std::ostringstream os;
+      os << "the host split has " << size << " ranks (local rank " << hostRank << ", members";
+      for (int32_t m : members) os << " " << m;
+      os << "), expected ranks " << want.front() << ".." << want.back() << " of host " << myHost;
+      fail(os.str());
+    }
+    chorusCommDestroy(hostComm);
+  }
+
+  CollectiveCheck check(comm, l, rank, seed);
+  int id = 0;
+  for (size_t count : kCounts) {
+    for (int c = 0; c < kNumColls; ++c) {
+      double seconds = 0;
+      std::string what = check.run(static_cast<Coll>(c), count, ++id, &seconds);
+      if (!what.empty())
+        fail(std::string(kCollNames[c]) + " count " + std::to_string(count) + ": " + what);
+      if (rank == 0)
+        std::printf("%-13s count %8zu: %8.2f ms on rank 0\n", kCollNames[c], count, 1e3 * seconds);
+    }
+  }
+
+  // Traffic. The all-to-alls alone move, per byte count B = 4 * (sum of counts), B from every
+  // rank to every other rank: a host of L ranks in a job of N must send and receive at least
+  // L*(N-L)*B across hosts and L*(L-1)*B inside itself, whatever the algorithms.
+  uint64_t mine[kNumTraffic];
+  std::string why;
+  if (!readTraffic(comm, mine, &why)) {
+    fail(why);
+  } else {
+    std::vector<uint64_t> all(static_cast<size_t>(kNumTraffic) * static_cast<size_t>(l.nranks));
+    chorusResult_t r = chorusAllGather(mine, all.data(), kNumTraffic, chorusUint64, comm, nullptr);
+    if (r != chorusSuccess) fail(callFailure("traffic all-gather", r, comm));
+    std::printf(
+        "rank %d host %d traffic: tcp across hosts sent %s received %s; shm inside the "
+        "host sent %s received %s\n",
+        rank, myHost, mib(mine[kTcpSentInter]).c_str(), mib(mine[kTcpRecvInter]).c_str(),
+        mib(mine[kShmSentIntra]).c_str(), mib(mine[kShmRecvIntra]).c_str());
+    if (mine[kTcpSentIntra] || mine[kTcpRecvIntra])
+      fail("tcp carried " + std::to_string(mine[kTcpSentIntra] + mine[kTcpRecvIntra]) +
+           " bytes to or from ranks on this host (shm should have)");
+    if (mine[kShmSentInter] || mine[kShmRecvInter])
+      fail("shm carried " + std::to_string(mine[kShmSentInter] + mine[kShmRecvInter]) +
+           " bytes to or from ranks on other hosts");
+    if (mine[kOtherBytes]) fail("a transport other than tcp and shm carried bytes");
+    uint64_t host[kNumTraffic] = {};
+    for (int p = l.offset[static_cast<size_t>(myHost)];
+         p < l.offset[static_cast<size_t>(myHost)] + local; ++p)
+      for (int k = 0; k < kNumTraffic; ++k)
+        host[k] += all[static_cast<size_t>(p * kNumTraffic + k)];
+    uint64_t b = 0;
+    for (size_t count : kCounts) b += 4 * count;
+    const uint64_t across =
+        static_cast<uint64_t>(local) * static_cast<uint64_t>(l.nranks - local) * b;
+    const uint64_t inside = static_cast<uint64_t>(local) * static_cast<uint64_t>(local - 1) * b;
+    if (host[kTcpSentInter] < across || host[kTcpRecvInter] < across)
+      fail("host " + std::to_string(myHost) + " sent " + mib(host[kTcpSentInter]) +
+           " and received " + mib(host[kTcpRecvInter]) + " over tcp across hosts, less than the " +
+           mib(across) + " its all-to-alls need");
+    if (host[kShmSentIntra] < inside || host[kShmRecvIntra] < inside)
+      fail("host " + std::to_string(myHost) + " sent " + mib(host[kShmSentIntra]) +
+           " and received " + mib(host[kShmRecvIntra]) + " over shm, less than the " + mib(inside) +
+           " its all-to-alls need");
+  }
+
+  if (rank == 0) {
+    chorusStats_t s{};
+    s.structSize = sizeof(s);
+    if (chorusCommGetStats(comm, &s) == chorusSuccess) {
+      std::string algos;
+      for (int i = 0; i < s.numAlgos; ++i)
+        algos += std::string(" ") + s.algos[i].name + "x" + std::to_string(s.algos[i].count);
+      std::printf("algorithms on rank 0:%s\n", algos.c_str());
+    }
+  }
+
+  char hostname[256] = {};
+  gethostname(hostname, sizeof(hostname) - 1);
+  for (const std::string& f : failures) std::printf("FAIL rank %d: %s\n", rank, f.c_str());
+  if (failures.empty())
+    std::printf("PASS rank %d of %d, host %d (%s, %d ranks)\n", rank, l.nranks, myHost, hostname,
+                local);
+  std::fflush(stdout);
+  return failures.empty() ? 0 : 1;
+}
+
+// ---- kill mode ----------------------------------------------------------------------------
+
+std::string stampPath() {
+  const char* dir = std::getenv("CHORUS_NETNS_SCRATCH");
+  return dir && *dir ? std::string(dir) + "/killed-at" : "";
+}
+
+// The victim's killer thread: waits until the main thread is inside an all-reduce and `delay`
+// has passed, stamps the time and dies.
+void killLater(double delay, const std::atomic<bool>* inside, int rank, int count) {
+  std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+  while (!inside->load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  const std::string path = stampPath();
+  const double t = now();
+  {
+    std::ofstream f(path + ".tmp");
+    f.precision(17);
+    f << t << "\n";
+  }
+  std::rename((path + ".tmp").c_str(), path.c_str());
+  std::printf("VICTIM rank %d: SIGKILL to myself inside an all-reduce of %d floats\n", rank, count);
+  std::fflush(stdout);
+  std::raise(SIGKILL);
+}
+
+int runKill(chorusComm_t comm, const Layout& l, int rank, int victimHost, int mibs) {
+  if (stampPath().empty()) {
+    std::printf("FAIL rank %d: CHORUS_NETNS_SCRATCH is not set (run me with run_job.sh)\n", rank);
+    return 1;
+  }
+  if (victimHost < 0 || victimHost >= static_cast<int>(l.perHost.size())) {
+    std::printf("FAIL rank %d: no host %d to kill a rank on\n", rank, victimHost);
+    return 1;
+  }
+  const int victim = l.offset[static_cast<size_t>(victimHost)];
+  const size_t count = static_cast<size_t>(mibs) << 18;  // floats
+  std::vector<float> send(count), recv(count);
+  fillInput(send, seedFromEnv(), 0, rank);
+  chorusCommSetTimeout(comm, 30);
+
+  // One all-reduce to learn how long one takes; the slowest rank's time counts.
+  double t0 = now();
+  chorusResult_t r =
+      chorusAllReduce(send.data(), recv.data(), count, chorusFloat32, chorusSum, comm, nullptr);
+  double took = now() - t0, slowest = 0;
+  if (r == chorusSuccess)
+    r = chorusAllReduce(&took, &slowest, 1, chorusFloat64, chorusMax, comm, nullptr);
+  if (r == chorusSuccess) r = chorusBarrier(comm, nullptr);
+  if (r != chorusSuccess) {
+    std::printf("FAIL rank %d: before the kill: %s\n", rank,
+                callFailure("warm-up", r, comm).c_str());
+    return 1;
+  }
+  if (rank == 0)
+    std::printf("a %d MiB all-reduce takes %.3f s; rank %d (host %d) dies %.3f s into the next\n",
+                mibs, slowest, victim, victimHost, 0.4 * slowest);
+  std::fflush(stdout);
+
+  std::atomic<bool> inside{false};
+  std::thread killer;
+  if (rank == victim)
+    killer = std::thread(killLater, 0.4 * slowest, &inside, rank, static_cast<int>(count));
+  constexpr int kMaxCalls = 50;
+  int call = 0;
+  double failedAt = 0;
+  for (call = 1; call <= kMaxCalls; ++call) {
+    inside.store(true);
+    r = chorusAllReduce(send.data(), recv.data(), count, chorusFloat32, chorusSum, comm, nullptr);
+    failedAt = now();
+    inside.store(false);
+    if (r != chorusSuccess) break;
+  }
+  if (rank == victim) {
+    // Not reached when the kill worked.
+    std::printf("FAIL rank %d: the victim is still alive after %d all-reduces\n", rank, kMaxCalls);
+    killer.join();
+    return 1;
+  }
+  if (r == chorusSuccess) {
+    std::printf("FAIL rank %d: %d all-reduces succeeded after rank %d was to die\n", rank,
+                kMaxCalls, victim);
+    return 1;
+  }
+  const std::string message = chorusGetLastError(comm);
+  double killedAt = 0;
+  for (int i = 0; i < 200 && killedAt == 0; ++i) {
+    std::ifstream f(stampPath());
+    if (!(f >> killedAt)) {
+      killedAt = 0;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  chorusCommAbort(comm);
+  if (killedAt == 0) {
+    std::printf("FAIL rank %d: all-reduce %d failed (%s: %s) but rank %d left no time of death\n",
+                rank, call, chorusGetErrorString(r), message.c_str(), victim);
+    return 1;
+  }
+  const double delay = failedAt - killedAt;
+  // A failure before the death (delay < 0) has another cause than the kill.
+  const char* wrong = r != chorusRemoteError        ? " (expected chorusRemoteError)"
+                      : delay < 0                   ? " (before the kill: something else failed)"
+                      : delay > kDetectLimitSeconds ? " (limit 5 s)"
+                                                    : nullptr;
+  const bool ok = wrong == nullptr;
+  std::printf(
+      "%s rank %d host %d: all-reduce %d failed with %s %.3f s after rank %d was killed%s: %s\n",
+      ok ? "KILL-OK" : "FAIL", rank, l.host, call, chorusGetErrorString(r), delay, victim,
+      ok ? "" : wrong, message.c_str());
+  std::fflush(stdout);
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string mode = argc > 1 ? argv[1] : "";
+  int victimHost = 1, mibs = 64;
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--victim-host" && i + 1 < argc) {
+      victimHost = std::atoi(argv[++i]);
+    } else if (a == "--mib" && i + 1 < argc) {
+      mibs = std::atoi(argv[++i]);
+    } else {
+      mode = "";
+      break;
+    }
+  }
+  if (mode != "collectives" && mode != "kill") {
+    std::fprintf(stderr, "usage: netns_check collectives | kill [--victim-host H] [--mib M]\n");
+    return kUsage;
+  }
+  Layout layout;
+  std::string why;
+  if (!readLayout(&layout, &why)) {
+    std::fprintf(stderr, "netns_check: %s\n", why.c_str());
+    return kUsage;
+  }
+  if (mode == "kill") {
+    // chorus-run answers a dead rank by sending SIGTERM to the others on its host. The ranks of
+    // this test must instead find out for themselves (that is what it measures), so they
+    // ignore it; chorus-run's SIGKILL after --kill-grace still ends them.
+    std::signal(SIGTERM, SIG_IGN);
+  }
+  chorusComm_t comm = nullptr;
+  chorusResult_t r = chorusCommInitFromEnv(&comm);
+  const char* rankText = std::getenv("CHORUS_RANK");
+  int rank = rankText ? std::atoi(rankText) : -1;
+  if (r != chorusSuccess) {
+    std::printf("FAIL rank %d: chorusCommInitFromEnv -> %s: %s\n", rank, chorusGetErrorString(r),
+                chorusGetLastError(nullptr));
+    return 1;
+  }
+  int nranks = 0;
+  chorusCommUserRank(comm, &rank);
+  chorusCommCount(comm, &nranks);
+  if (nranks != layout.nranks || layout.hostOf(rank) != layout.host) {
+    std::printf(
+        "FAIL rank %d: the communicator has %d ranks, this rank on host %d; "
+        "CHORUS_NETNS_HOSTS says %d ranks, rank %d on host %d\n",
+        rank, nranks, layout.host, layout.nranks, rank, layout.hostOf(rank));
+    return 1;
+  }
+  chorusCommSetTimeout(comm, 60);
+  int rc = mode == "collectives" ? runCollectives(comm, layout, rank)
+                                 : runKill(comm, layout, rank, victimHost, mibs);
+  if (mode == "collectives") {
+    r = chorusCommDestroy(comm);
+    if (r != chorusSuccess && rc == 0) {
+      std::printf("FAIL rank %d: %s\n", rank, callFailure("chorusCommDestroy", r, nullptr).c_str());
+      rc = 1;
+    }
+  }
+  return rc;
+}
