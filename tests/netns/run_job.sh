@@ -6,7 +6,7 @@
 #              -- prog args...
 #
 # Brings up one host per entry of --hosts and starts, on every host at once,
-#   chorus-run -n R_h --root-host <host 0's address> --port P -- rank_env.sh prog args...
+#   chorus-run -n R_h --rank-offset O_h --world-size N --job-secret S --root-host <host 0> --port P -- prog args...
 # so that global ranks are contiguous per host (host h holds ranks off_h .. off_h + R_h - 1).
 # Every rank sees CHORUS_ROOT=<host 0>:P, CHORUS_RANK, CHORUS_NRANKS (the whole job),
 # CHORUS_LOCAL_RANK/NRANKS (its host), one CHORUS_JOB_SECRET for the job,
@@ -31,7 +31,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-readonly HOSTS_SH=$here/hosts.sh RANK_ENV=$here/rank_env.sh
+readonly HOSTS_SH=$here/hosts.sh
 me=run_job.sh
 
 say() { echo "$me: $*" >&2 || true; }
@@ -152,12 +152,12 @@ for ((h = 0; h < nhosts; h++)); do
     {
       env CHORUS_NETNS_HOSTS="$hosts_spec" CHORUS_NETNS_HOST="$h" \
         CHORUS_NETNS_SCRATCH="$scratch" CHORUS_NETNS_PREFIX="$prefix" \
-        CHORUS_NETNS_RANK_OFFSET="${offset[h]}" CHORUS_NETNS_NRANKS="$nranks" \
-        CHORUS_NETNS_JOB_SECRET="$secret" CHORUS_SOCKET_IFNAME="=${ifname[h]}" \
+        CHORUS_SOCKET_IFNAME="=${ifname[h]}" \
         "${user_env[@]}" \
         "$HOSTS_SH" run --prefix "$prefix" "$h" \
-        "$chorus_run" -n "${per_host[h]}" --root-host "${addr[0]}" --port "$port" \
-        --timeout "$backstop" --kill-grace "$kill_grace" -- "$RANK_ENV" "${prog[@]}" \
+        "$chorus_run" -n "${per_host[h]}" --rank-offset "${offset[h]}" --world-size "$nranks" \
+        --job-secret "$secret" --root-host "${addr[0]}" --port "$port" \
+        --timeout "$backstop" --kill-grace "$kill_grace" -- "${prog[@]}" \
         2>&1 1>&3 3>&- | sed -u "s/^/[h$h] /" >&2
     } 3>&1 | sed -u "s/^/[h$h] /"
   ) &

@@ -94,14 +94,15 @@ int pickFreePort(const std::string& host) {
 
 std::vector<std::pair<std::string, std::string>> rankEnvironment(const std::string& root,
                                                                  const std::string& secret,
-                                                                 int rank, int nranks) {
-  // One host: local numbering equals global numbering.
+                                                                 int localRank, int localRanks,
+                                                                 int rankOffset, int worldSize) {
+  if (worldSize < 0) worldSize = localRanks;
   return {
       {kEnvRoot, root},
-      {kEnvRank, std::to_string(rank)},
-      {kEnvNranks, std::to_string(nranks)},
-      {kEnvLocalRank, std::to_string(rank)},
-      {kEnvLocalNranks, std::to_string(nranks)},
+      {kEnvRank, std::to_string(rankOffset + localRank)},
+      {kEnvNranks, std::to_string(worldSize)},
+      {kEnvLocalRank, std::to_string(localRank)},
+      {kEnvLocalNranks, std::to_string(localRanks)},
       {kEnvJobSecret, secret},
   };
 }

@@ -30,9 +30,12 @@ std::string makeJobSecret();
 // Throws std::runtime_error when no socket can be bound.
 int pickFreePort(const std::string& host);
 
-// The variables rank `rank` of a single-host job of `nranks` gets.
+// The variables local rank `localRank` of `localRanks` on this host gets, in a job of
+// `worldSize` ranks whose ranks on this host start at `rankOffset` (single host: 0, localRanks).
 std::vector<std::pair<std::string, std::string>> rankEnvironment(const std::string& root,
                                                                  const std::string& secret,
-                                                                 int rank, int nranks);
+                                                                 int localRank, int localRanks,
+                                                                 int rankOffset = 0,
+                                                                 int worldSize = -1);
 
 }  // namespace chorus::run

@@ -167,7 +167,7 @@ void Launcher::setupSignals() {
 void Launcher::spawnAll() {
   int port = opts_.port != 0 ? opts_.port : pickFreePort(opts_.rootHost);
   root_ = formatRoot(opts_.rootHost, port);
-  secret_ = makeJobSecret();
+  secret_ = opts_.jobSecret.empty() ? makeJobSecret() : opts_.jobSecret;
 
   std::vector<std::string> args = opts_.command;
   std::vector<char*> argv;
@@ -203,7 +203,8 @@ void Launcher::spawn(RankProc& r, const std::vector<char*>& argv, int devNull) {
       }
     }
   }
-  auto env = rankEnvironment(root_, secret_, r.rank, opts_.nranks);
+  auto env = rankEnvironment(root_, secret_, r.rank, opts_.nranks, opts_.rankOffset,
+                             opts_.worldSize > 0 ? opts_.worldSize : opts_.nranks);
   // A rank in its own process group must not read the terminal (it would be stopped by
   // SIGTTIN), so a terminal stdin is replaced by /dev/null; a piped stdin goes to rank 0.
   bool inheritStdin = r.rank == 0 && !isatty(STDIN_FILENO);
@@ -247,7 +248,8 @@ void Launcher::spawn(RankProc& r, const std::vector<char*>& argv, int devNull) {
       fcntl(pipes[k][0], F_SETFL, fl | O_NONBLOCK);
       r.streams[k].fd = pipes[k][0];
       r.streams[k].sink = k == 0 ? STDOUT_FILENO : STDERR_FILENO;
-      r.streams[k].prefixer = LinePrefixer("[" + std::to_string(r.rank) + "] ");
+      r.streams[k].prefixer =
+          LinePrefixer("[" + std::to_string(opts_.rankOffset + r.rank) + "] ");
     }
   }
 }
@@ -286,7 +288,7 @@ void Launcher::checkChildren() {
                                 (r.code == CLD_DUMPED ? " (core dumped)" : "");
     bool othersRunning = false;
     for (const RankProc& o : ranks_) othersRunning |= (!o.exited && o.pid > 0);
-    message("rank " + std::to_string(r.rank) + " (pid " + std::to_string(r.pid) + ") " + how +
+    message("rank " + std::to_string(opts_.rankOffset + r.rank) + " (pid " + std::to_string(r.pid) + ") " + how +
             (othersRunning ? "; terminating the other ranks" : ""));
     beginTermination(r.code == CLD_EXITED ? r.status : 128 + r.status);
   }

@@ -15,7 +15,13 @@
 namespace chorus::run {
 
 struct LaunchOptions {
-  int nranks = 1;
+  int nranks = 1;         // ranks started here
+  // Several hosts: this host's ranks are rankOffset .. rankOffset + nranks - 1 of a job of
+  // worldSize ranks (0: nranks, a single-host job). The job's secret comes from --job-secret or
+  // CHORUS_JOB_SECRET, the same on every host; a single-host job makes one up.
+  int rankOffset = 0;
+  int worldSize = 0;
+  std::string jobSecret;
   std::string rootHost = "127.0.0.1";
   int port = 0;                 // 0: pick a free one
   double timeoutSeconds = 0;    // 0: no limit

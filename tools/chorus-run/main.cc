@@ -1,6 +1,8 @@
 // chorus-run: starts N ranks of a chorus job on this host.
 //
 //   chorus-run -n 4 [--port P] [--root-host H] [--timeout S] [--no-prefix] [--] prog args...
+//   chorus-run -n 2 --rank-offset 2 --world-size 6 --port P --root-host H --job-secret S prog
+//                                   (this host's share of a job on several hosts)
 //
 // Every rank gets CHORUS_ROOT, CHORUS_RANK, CHORUS_NRANKS, CHORUS_LOCAL_RANK,
 // CHORUS_LOCAL_NRANKS and CHORUS_JOB_SECRET, which chorusCommInitFromEnv reads. The job fails
@@ -8,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 #include <vector>
@@ -37,6 +40,15 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_flag("--no-prefix", noPrefix, "pass the ranks' stdout/stderr through untouched");
+  app.add_option("--rank-offset", opts.rankOffset,
+                 "several hosts: global rank of this host's first rank")
+      ->check(CLI::Range(0, 1 << 24));
+  app.add_option("--world-size", opts.worldSize,
+                 "several hosts: ranks in the whole job (needs --port, --root-host and the same "
+                 "--job-secret or CHORUS_JOB_SECRET on every host)")
+      ->check(CLI::Range(1, 1 << 24));
+  app.add_option("--job-secret", opts.jobSecret, "the job's secret (default: CHORUS_JOB_SECRET, "
+                                                 "else a new random one)");
   // Everything from the program name on belongs to the program, including its own flags.
   app.prefix_command();
   app.footer("Example: chorus-run -n 4 chorus-perf -b 8 -e 128M -f 2");
@@ -54,6 +66,26 @@ int main(int argc, char** argv) {
     return 2;
   }
   opts.prefix = !noPrefix;
+  if (opts.jobSecret.empty()) {
+    if (const char* s = std::getenv("CHORUS_JOB_SECRET")) opts.jobSecret = s;
+  }
+  if (opts.worldSize > 0) {
+    if (opts.rankOffset + opts.nranks > opts.worldSize) {
+      std::fprintf(stderr, "chorus-run: --rank-offset %d + -n %d exceeds --world-size %d\n",
+                   opts.rankOffset, opts.nranks, opts.worldSize);
+      return 2;
+    }
+    if (opts.worldSize > opts.nranks &&
+        (opts.port == 0 || app.count("--root-host") == 0 || opts.jobSecret.empty())) {
+      std::fprintf(stderr, "chorus-run: a job on several hosts (--world-size %d > -n %d) needs "
+                           "--port, --root-host and --job-secret (or CHORUS_JOB_SECRET), the "
+                           "same on every host\n", opts.worldSize, opts.nranks);
+      return 2;
+    }
+  } else if (opts.rankOffset != 0) {
+    std::fprintf(stderr, "chorus-run: --rank-offset needs --world-size\n");
+    return 2;
+  }
 
   try {
     return chorus::run::runJob(opts);

@@ -93,5 +93,15 @@ TEST(JobEnv, RankEnvironmentNamesEveryVariable) {
   EXPECT_EQ(m.size(), 6u);
 }
 
+TEST(JobEnv, SeveralHostsNumberRanksGloballyAndLocally) {
+  // Host 1 of a job of 6 ranks whose ranks 2 and 3 run here.
+  auto env = rankEnvironment("h:1", "00ff", 1, 2, 2, 6);
+  std::map<std::string, std::string> m(env.begin(), env.end());
+  EXPECT_EQ(m.at("CHORUS_RANK"), "3");
+  EXPECT_EQ(m.at("CHORUS_NRANKS"), "6");
+  EXPECT_EQ(m.at("CHORUS_LOCAL_RANK"), "1");
+  EXPECT_EQ(m.at("CHORUS_LOCAL_NRANKS"), "2");
+}
+
 }  // namespace
 }  // namespace chorus::run
