@@ -233,7 +233,23 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::create(
     if (self.nic >= 0 && static_cast<size_t>(self.nic) < nics.size())
       myNicMbps = static_cast<uint32_t>(sys->node(nics[static_cast<size_t>(self.nic)]).speedGbps * 1000);
   }
-  std::vector<uint8_t> vote = {static_cast<uint8_t>(readable ? 1 : 0)};
+  // And whether shared memory joins this rank to every rank on its host: the tuner's
+  // intra-host link class must be the same on every rank, also on a host of one rank.
+  bool shmInside = true;
+  {
+    std::string allowed = config::getString("CHORUS_TRANSPORT");
+    if (!allowed.empty() && ("," + allowed + ",").find(",shm,") == std::string::npos)
+      shmInside = false;
+    Transport* shmTransport = nullptr;
+    for (auto& t : c->transports_)
+      if (t->name() == "shm") shmTransport = t.get();
+    for (const PeerInfo& p : c->peers_)
+      if (p.rank != rank && p.hostId == self.hostId &&
+          (!shmTransport || !shmTransport->canConnect(self, p).ok))
+        shmInside = false;
+  }
+  std::vector<uint8_t> vote = {
+      static_cast<uint8_t>((readable ? 1 : 0) | (shmInside ? 2 : 0))};
   for (int i = 0; i < 4; ++i) vote.push_back(static_cast<uint8_t>(myCores >> (8 * i)));
   for (int i = 0; i < 4; ++i) vote.push_back(static_cast<uint8_t>(myNicMbps >> (8 * i)));
   CHORUS_ASSIGN_OR_RETURN(auto votes, c->boot_->allGather(vote));
@@ -243,11 +259,13 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::create(
     return n;
   };
   c->oneSided_ = true;
+  c->shmInside_ = true;
   c->minCores_ = myCores;
   c->minNicMbps_ = myNicMbps;
   for (const auto& v : votes) {
     if (v.size() != 9) return invalidUsage("bootstrap: a rank sent a malformed capability vote");
-    c->oneSided_ = c->oneSided_ && v[0] == 1;
+    c->oneSided_ = c->oneSided_ && (v[0] & 1) != 0;
+    c->shmInside_ = c->shmInside_ && (v[0] & 2) != 0;
     c->minCores_ = std::min(c->minCores_, word(v, 1));
     c->minNicMbps_ = std::min(c->minNicMbps_, word(v, 5));
   }
@@ -268,20 +286,9 @@ Status Communicator::splitType(topo::GroupKind kind, int key, std::unique_ptr<Co
 }
 
 void Communicator::setupCostInput() {
-  // Shared memory inside a host when the shm transport carries it, TCP between hosts at the
-  // speed of this rank's nearest NIC (every rank computes the same choice only if the hosts are
-  // alike, which is what the layout assumes too).
-  bool shm = false;
-  for (size_t p = 0; p < conns_.size(); ++p)
-    if (static_cast<int>(p) != rank_ && connTransport_[p] >= 0 &&
-        transports_[static_cast<size_t>(connTransport_[p])]->name() == "shm")
-      shm = true;
-  std::string allowed = config::getString("CHORUS_TRANSPORT");
-  if (!allowed.empty() && ("," + allowed + ",").find(",shm,") == std::string::npos) shm = false;
-  const bool oneHost = layout_->numHosts() == 1;
-  const tune::LinkClass intra =
-      shm || (nranks_ > 1 && oneHost && staging_) ? tune::LinkClass::kShm
-                                                  : tune::LinkClass::kTcpLoopback;
+  // Every input here was agreed by all ranks at creation (shared memory inside every host, the
+  // fewest cores, the slowest NIC), so every rank predicts, and picks, the same algorithm.
+  const tune::LinkClass intra = shmInside_ ? tune::LinkClass::kShm : tune::LinkClass::kTcpLoopback;
   costInput_ = tune::costInputFor(*layout_, intra, tune::LinkClass::kEthernet,
                                   static_cast<int>(minCores_));
   costInput_.chunkBytes = chunkBytes_;
@@ -967,6 +974,7 @@ Status Communicator::split(int color, int key, std::unique_ptr<Communicator>* ou
     child->oneSided_ = oneSided_;  // the parent's pairs are the child's pairs
     child->minCores_ = minCores_;
     child->minNicMbps_ = minNicMbps_;
+    child->shmInside_ = shmInside_;
     // The shm endpoint (pid, namespaces) is the process's own, so the parent's record serves.
     child->transports_.push_back(makeShmTransport(newRank, childId));
     child->transports_.push_back(std::move(childTcp));

@@ -168,6 +168,7 @@ class Communicator {
   tune::CostModel costModel_ = tune::defaultCostModel();
   uint32_t minCores_ = 0;    // the fewest cores any rank's host has (agreed at creation)
   uint32_t minNicMbps_ = 0;  // the slowest nearest-NIC speed of any rank (0: unknown)
+  bool shmInside_ = false;   // shared memory joins the ranks of every host (agreed)
   std::map<std::pair<int, uint64_t>, std::string> tunerChoices_;  // (coll, bytes) -> algorithm
   std::vector<std::unique_ptr<Transport>> transports_;
   std::vector<std::unique_ptr<Connection>> conns_;  // by peer rank, lazily

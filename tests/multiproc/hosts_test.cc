@@ -92,6 +92,40 @@ void runHostCase(const HostCase& hc) {
 TEST(Layout, TwoHostsOfTwoGetAHostAwareRing) { runHostCase({2, 2}); }
 TEST(Layout, ThreeHostsOfTwoGetAHostAwareRing) { runHostCase({3, 2}); }
 
+// Hosts of different sizes, one of them a single rank with no shared-memory peer: the tuner
+// must still pick the same algorithm on every rank (its inputs are agreed at creation), so
+// every collective completes with the right result whatever the size.
+TEST(Layout, UnevenHostsAgreeOnEveryAlgorithm) {
+  const int hostOfRank[] = {0, 0, 1, 2, 2, 2};
+  const int n = 6;
+  const int port = 35000 + static_cast<int>(::getpid() % 2000);
+  auto out = runRanks(n, [&](chorusComm_t, int rank, int nranks) -> std::string {
+    setenv("CHORUS_HOST_ID", ("uneven-host-" + std::to_string(hostOfRank[rank])).c_str(), 1);
+    setenv("CHORUS_ROOT", ("127.0.0.1:" + std::to_string(port)).c_str(), 1);
+    setenv("CHORUS_RANK", std::to_string(rank).c_str(), 1);
+    setenv("CHORUS_NRANKS", std::to_string(nranks).c_str(), 1);
+    setenv("CHORUS_JOB_SECRET", "ffeeddccbbaa99887766554433221100", 1);
+    chorusComm_t comm = nullptr;
+    RANK_OK(chorusCommInitFromEnv(&comm));
+    for (size_t count : {size_t{1}, size_t{1023}, size_t{1} << 14, (size_t{1} << 18) + 3}) {
+      std::vector<float> a(count, static_cast<float>(rank + 1)), b(count, -1.f);
+      RANK_OK(chorusAllReduce(a.data(), b.data(), count, chorusFloat32, chorusSum, comm, nullptr));
+      for (size_t i = 0; i < count; i += 997)
+        RANK_CHECK(b[i] == 21.f, "allreduce of " + std::to_string(count) + ": " + std::to_string(b[i]));
+      std::vector<float> g(count * static_cast<size_t>(nranks), -1.f);
+      RANK_OK(chorusAllGather(a.data(), g.data(), count, chorusFloat32, comm, nullptr));
+      for (int q = 0; q < nranks; ++q)
+        RANK_CHECK(g[static_cast<size_t>(q) * count] == static_cast<float>(q + 1),
+                   "allgather block " + std::to_string(q));
+      RANK_OK(chorusBroadcast(a.data(), b.data(), count, chorusFloat32, 3, comm, nullptr));
+      RANK_CHECK(b[count - 1] == 4.f, "broadcast from rank 3");
+    }
+    RANK_OK(chorusCommDestroy(comm));
+    return "";
+  }, {.deadlineSeconds = 120, .initComm = false});
+  EXPECT_EQ(summarize(out), "");
+}
+
 TEST(Layout, SplitTypeRefusesUnknownTypes) {
   auto out = runRanks(2, [](chorusComm_t comm, int rank, int) -> std::string {
     chorusComm_t c = nullptr;
