@@ -339,6 +339,16 @@ chorusResult_t p2pImpl(bool isSend, const void* buf, size_t count, chorusDataTyp
   return report(comm, comm->impl->sendRecv({op}));
 }
 
+// A communicator made by a split, as a live handle (nullptr for a rank outside every group).
+chorusComm_t adoptChild(std::unique_ptr<Communicator> child) {
+  if (!child) return nullptr;
+  auto* h = new chorusComm();
+  h->impl = std::move(child);
+  std::lock_guard<std::mutex> lock(liveMu());
+  live().insert(h);
+  return h;
+}
+
 }  // namespace
 
 extern "C" {
@@ -460,12 +470,7 @@ chorusResult_t chorusCommSplitType(chorusComm_t comm, int type, int key, chorusC
   std::unique_ptr<Communicator> child;
   Status s = comm->impl->splitType(kind, key, &child);
   if (!s.ok()) return report(comm, s.withContext("chorusCommSplitType"));
-  if (!child) return chorusSuccess;
-  auto* h = new chorusComm();
-  h->impl = std::move(child);
-  std::lock_guard<std::mutex> lock(liveMu());
-  live().insert(h);
-  *newcomm = h;
+  *newcomm = adoptChild(std::move(child));
   return chorusSuccess;
 }
 
@@ -479,12 +484,7 @@ chorusResult_t chorusCommSplit(chorusComm_t comm, int color, int key, chorusComm
   std::unique_ptr<Communicator> child;
   Status s = comm->impl->split(color, key, &child);
   if (!s.ok()) return report(comm, s.withContext("chorusCommSplit"));
-  if (!child) return chorusSuccess;
-  auto* h = new chorusComm();
-  h->impl = std::move(child);
-  std::lock_guard<std::mutex> lock(liveMu());
-  live().insert(h);
-  *newcomm = h;
+  *newcomm = adoptChild(std::move(child));
   return chorusSuccess;
 }
 

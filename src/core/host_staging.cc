@@ -39,6 +39,12 @@ inline void cpuRelax() {
 
 size_t roundUp(size_t v, size_t to) { return (v + to - 1) / to * to; }
 
+// A rank's step word during round t: 2t+1 once its part of the round is in its area, 2t+2 once
+// it has done its share of the round.
+uint32_t stepOf(uint64_t round, int phase) {
+  return static_cast<uint32_t>(2 * round + static_cast<uint64_t>(phase));
+}
+
 }  // namespace
 
 // One cache line per rank and parity: the sequence word, the operation header and, for tiny
@@ -327,17 +333,36 @@ Status HostStaging::allReduce(const OpIdentity& id, const void* send, void* recv
   return Status();
 }
 
+Status HostStaging::enter(const OpIdentity& id, Mode mode, const WaitEnv& env,
+                          Clock::time_point deadline) {
+  CHORUS_RETURN_IF_ERROR(publish(id, nullptr, 0, mode, env, deadline));
+  for (int q = 0; q < nranks_; ++q) {
+    if (q == rank_) continue;
+    CHORUS_RETURN_IF_ERROR(waitFor(q, id.seq, id, env, deadline));
+    CHORUS_RETURN_IF_ERROR(checkHeader(q, id, mode));
+  }
+  return Status();
+}
+
+Status HostStaging::fillRound(uint64_t t, const std::byte* src, size_t bytes,
+                              const OpIdentity& id, const WaitEnv& env,
+                              Clock::time_point deadline) {
+  // This half was last read in round t-2, which every rank has finished once it has copied
+  // round t-1 in.
+  if (t >= 1)
+    for (int q = 0; q < nranks_; ++q)
+      if (q != rank_) CHORUS_RETURN_IF_ERROR(waitStep(q, stepOf(t - 1, 1), id, env, deadline));
+  std::memcpy(area(rank_, static_cast<int>(t & 1)), src, bytes);
+  setStep(stepOf(t, 1));
+  return Status();
+}
+
 Status HostStaging::twoShot(const OpIdentity& id, const void* send, void* recv, uint64_t count,
                             DataType dtype, ReduceOp op, const WaitEnv& env) {
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                             std::chrono::duration<double>(env.timeoutSeconds));
   if (roundBytes_ == 0) return internalError("two-shot all-reduce without a two-shot area");
-  CHORUS_RETURN_IF_ERROR(publish(id, nullptr, 0, kTwoShot, env, deadline));
-  for (int q = 0; q < nranks_; ++q) {
-    if (q == rank_) continue;
-    CHORUS_RETURN_IF_ERROR(waitFor(q, id.seq, id, env, deadline));
-    CHORUS_RETURN_IF_ERROR(checkHeader(q, id, kTwoShot));
-  }
+  CHORUS_RETURN_IF_ERROR(enter(id, kTwoShot, env, deadline));
   const size_t es = dataTypeSize(dtype);
   const uint64_t perRound = roundBytes_ / es;
   const auto* in = static_cast<const std::byte*>(send);
@@ -348,18 +373,9 @@ Status HostStaging::twoShot(const OpIdentity& id, const void* send, void* recv, 
     const uint64_t n = std::min(perRound, count - begin);
     const uint64_t t = rounds_++;
     const int parity = static_cast<int>(t & 1);
-    const auto step = [](uint64_t round, int phase) {
-      return static_cast<uint32_t>(2 * round + static_cast<uint64_t>(phase));
-    };
-    // This half was last read in round t-2, which every rank has finished once it has copied
-    // round t-1 in.
-    if (t >= 1)
-      for (int q = 0; q < nranks_; ++q)
-        if (q != rank_) CHORUS_RETURN_IF_ERROR(waitStep(q, step(t - 1, 1), id, env, deadline));
-    std::memcpy(area(rank_, parity), in + begin * es, n * es);
-    setStep(step(t, 1));
+    CHORUS_RETURN_IF_ERROR(fillRound(t, in + begin * es, n * es, id, env, deadline));
     for (int q = 0; q < nranks_; ++q)
-      if (q != rank_) CHORUS_RETURN_IF_ERROR(waitStep(q, step(t, 1), id, env, deadline));
+      if (q != rank_) CHORUS_RETURN_IF_ERROR(waitStep(q, stepOf(t, 1), id, env, deadline));
 
     // My slice, reduced from every rank's area in rank order (the same expression on every
     // element, whoever computes it), into my output and back into my area for the others.
@@ -380,10 +396,10 @@ Status HostStaging::twoShot(const OpIdentity& id, const void* send, void* recv, 
         kernels::reduce(dst, dst, area(q, parity) + at, len, dtype, op);
       std::memcpy(area(rank_, parity) + at, dst, len * es);
     }
-    setStep(step(t, 2));
+    setStep(stepOf(t, 2));
     for (int k = 1; k < nranks_; ++k) {
       const int q = (rank_ + k) % nranks_;
-      CHORUS_RETURN_IF_ERROR(waitStep(q, step(t, 2), id, env, deadline));
+      CHORUS_RETURN_IF_ERROR(waitStep(q, stepOf(t, 2), id, env, deadline));
       const auto [qBegin, qCount] = sliceOf(q);
       std::memcpy(out + (begin + qBegin) * es, area(q, parity) + qBegin * es, qCount * es);
     }
@@ -396,12 +412,7 @@ Status HostStaging::allGather(const OpIdentity& id, const void* send, void* recv
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                             std::chrono::duration<double>(env.timeoutSeconds));
   if (roundBytes_ == 0) return internalError("staged all-gather without a round area");
-  CHORUS_RETURN_IF_ERROR(publish(id, nullptr, 0, kAllGather, env, deadline));
-  for (int q = 0; q < nranks_; ++q) {
-    if (q == rank_) continue;
-    CHORUS_RETURN_IF_ERROR(waitFor(q, id.seq, id, env, deadline));
-    CHORUS_RETURN_IF_ERROR(checkHeader(q, id, kAllGather));
-  }
+  CHORUS_RETURN_IF_ERROR(enter(id, kAllGather, env, deadline));
   const size_t es = elemSize;
   const uint64_t perRound = std::max<uint64_t>(1, roundBytes_ / es);
   const auto* in = static_cast<const std::byte*>(send);
@@ -412,24 +423,15 @@ Status HostStaging::allGather(const OpIdentity& id, const void* send, void* recv
     const uint64_t n = std::min(perRound, count - begin);
     const uint64_t t = rounds_++;
     const int parity = static_cast<int>(t & 1);
-    const auto step = [](uint64_t round, int phase) {
-      return static_cast<uint32_t>(2 * round + static_cast<uint64_t>(phase));
-    };
-    // As in twoShot: this half was last read in round t-2, finished by every rank that has
-    // copied round t-1 in.
-    if (t >= 1)
-      for (int q = 0; q < nranks_; ++q)
-        if (q != rank_) CHORUS_RETURN_IF_ERROR(waitStep(q, step(t - 1, 1), id, env, deadline));
-    std::memcpy(area(rank_, parity), in + begin * es, n * es);
-    setStep(step(t, 1));
+    CHORUS_RETURN_IF_ERROR(fillRound(t, in + begin * es, n * es, id, env, deadline));
     if (in != mine) std::memcpy(mine + begin * es, area(rank_, parity), n * es);
     for (int k = 1; k < nranks_; ++k) {
       const int q = (rank_ + k) % nranks_;
-      CHORUS_RETURN_IF_ERROR(waitStep(q, step(t, 1), id, env, deadline));
+      CHORUS_RETURN_IF_ERROR(waitStep(q, stepOf(t, 1), id, env, deadline));
       std::memcpy(out + static_cast<uint64_t>(q) * blockBytes + begin * es, area(q, parity),
                   n * es);
     }
-    setStep(step(t, 2));
+    setStep(stepOf(t, 2));
   }
   return Status();
 }

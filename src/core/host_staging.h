@@ -112,6 +112,13 @@ class HostStaging {
                   uint32_t target, const char* what, const OpIdentity& id, const char* algo,
                   const WaitEnv& env, std::chrono::steady_clock::time_point deadline);
   void setStep(uint32_t step);
+  // Publishes `id` with `mode` and waits until every rank has, checking their headers.
+  Status enter(const OpIdentity& id, Mode mode, const WaitEnv& env,
+               std::chrono::steady_clock::time_point deadline);
+  // Round t: once every rank is done with this half, copies `bytes` of `src` into this rank's
+  // half t & 1 and publishes step 2t+1.
+  Status fillRound(uint64_t t, const std::byte* src, size_t bytes, const OpIdentity& id,
+                   const WaitEnv& env, std::chrono::steady_clock::time_point deadline);
   Status checkHeader(int rank, const OpIdentity& id, Mode mode) const;
 
   shm::Segment seg_;

@@ -459,7 +459,8 @@ TEST(Failure, TimeoutIsBoundedAndNamesThePeer) {
 TEST(Bootstrap, WrongSecretIsRefused) {
   // Rank 0 serves the store with one secret; rank 1 presents another and must be refused, with a
   // message that says so. Rank 0 then times out naming the rank that never arrived.
-  int port = 31000 + static_cast<int>(::getpid() % 2000);
+  int port = freeLoopbackPort();
+  ASSERT_GT(port, 0);
   auto out = runRanks(2, [port](chorusComm_t, int rank, int n) -> std::string {
     setenv("CHORUS_ROOT", ("127.0.0.1:" + std::to_string(port)).c_str(), 1);
     setenv("CHORUS_RANK", std::to_string(rank).c_str(), 1);

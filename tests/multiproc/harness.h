@@ -58,6 +58,11 @@ std::string summarize(const std::vector<RankOutcome>& outcomes);
 // Seconds on CLOCK_MONOTONIC (comparable across processes on one host).
 double monotonicSeconds();
 
+// A TCP port nobody listens on right now (the kernel's pick for 127.0.0.1:0, released before
+// returning), for tests whose rank 0 serves the bootstrap store on a port of its own. Fixed ports
+// collide with ephemeral ones in use by other tests.
+int freeLoopbackPort();
+
 // A small anonymous MAP_SHARED area created before the fork: ranks share timestamps through it.
 void* sharedScratch(size_t bytes);
 

@@ -22,7 +22,8 @@ struct HostCase {
 // alternates between hosts: a ring in rank order would cross a host boundary at every step.
 void runHostCase(const HostCase& hc) {
   const int n = hc.hosts * hc.perHost;
-  const int port = 33000 + static_cast<int>((::getpid() * 7 + n) % 2000);
+  const int port = freeLoopbackPort();
+  ASSERT_GT(port, 0);
   auto out = runRanks(n, [&](chorusComm_t, int rank, int nranks) -> std::string {
     const int host = rank % hc.hosts;
     setenv("CHORUS_HOST_ID", ("pretend-host-" + std::to_string(host)).c_str(), 1);
@@ -98,7 +99,8 @@ TEST(Layout, ThreeHostsOfTwoGetAHostAwareRing) { runHostCase({3, 2}); }
 TEST(Layout, UnevenHostsAgreeOnEveryAlgorithm) {
   const int hostOfRank[] = {0, 0, 1, 2, 2, 2};
   const int n = 6;
-  const int port = 35000 + static_cast<int>(::getpid() % 2000);
+  const int port = freeLoopbackPort();
+  ASSERT_GT(port, 0);
   auto out = runRanks(n, [&](chorusComm_t, int rank, int nranks) -> std::string {
     setenv("CHORUS_HOST_ID", ("uneven-host-" + std::to_string(hostOfRank[rank])).c_str(), 1);
     setenv("CHORUS_ROOT", ("127.0.0.1:" + std::to_string(port)).c_str(), 1);

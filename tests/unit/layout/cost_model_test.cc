@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -396,13 +397,15 @@ constexpr Measured kMeasuredStaged[] = {
     {"tune_check tcp", LinkClass::kTcpLoopback, 4, 64 * kMiB, 62443},
 };
 
-TEST(CostModel, WithinTwiceOfStagedAndTcpMeasurements) {
-  for (const Measured& m : kMeasuredStaged) {
+// The tuner's pick for each measured point predicts within 2x of the measurement. `rounds`: the
+// communicator has the staging segment's two-shot rounds (today's default on one host).
+void expectWithinTwice(std::span<const Measured> points, bool rounds) {
+  for (const Measured& m : points) {
     const bool shm = m.link == LinkClass::kShm;
     algo::Platform p = platform(m.nranks, shm, shm ? 32 * kKiB : 0);
-    p.stagedTwoShot = shm;
+    p.stagedTwoShot = shm && rounds;
     CostInput in = oneHost(m.nranks, m.link);
-    in.roundBytes = shm ? 256 * kKiB : 0;
+    in.roundBytes = p.stagedTwoShot ? 256 * kKiB : 0;
     const Choice c = choose(Coll::kAllReduce, desc(Coll::kAllReduce, m.bytes), p, in);
     ASSERT_NE(c.algo, nullptr);
     const double ratio = c.predictedUs / m.us;
@@ -411,17 +414,11 @@ TEST(CostModel, WithinTwiceOfStagedAndTcpMeasurements) {
   }
 }
 
+TEST(CostModel, WithinTwiceOfStagedAndTcpMeasurements) { expectWithinTwice(kMeasuredStaged, true); }
+
 TEST(CostModel, WithinTwiceOfMeasurementsOnThisMachine) {
-  for (const Measured& m : kMeasured) {
-    const bool shm = m.link == LinkClass::kShm;
-    const algo::Platform p = platform(m.nranks, shm, shm ? 32 * kKiB : 0);
-    const Choice c =
-        choose(Coll::kAllReduce, desc(Coll::kAllReduce, m.bytes), p, oneHost(m.nranks, m.link));
-    ASSERT_NE(c.algo, nullptr);
-    const double ratio = c.predictedUs / m.us;
-    EXPECT_GE(ratio, 0.5) << m.source << " n=" << m.nranks << " " << m.bytes << " B: " << c.why;
-    EXPECT_LE(ratio, 2.0) << m.source << " n=" << m.nranks << " " << m.bytes << " B: " << c.why;
-  }
+  // Two-shot over cross-memory attach (CHORUS_SHM_STAGING_ROUND=0), as measured before rounds.
+  expectWithinTwice(kMeasured, false);
   // The lead's TCP ring point at 8 B (forced ring).
   const double ring8 = predictUs(Coll::kAllReduce, "ring", 8, oneHost(2, LinkClass::kTcpLoopback));
   EXPECT_GE(ring8, 15);
