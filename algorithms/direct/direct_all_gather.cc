@@ -33,15 +33,7 @@ sched::Schedule buildDirectAllGather(const sched::CollDesc& d, int rank, int nra
   direct::addAllPeers(s, rank, nranks);
   if (count == 0) return s;
 
-  const uint64_t chunk = chunkElems(d);
-  for (uint64_t c = 0; c < numChunks(count, chunk); ++c) {
-    const Block part = chunkOf({0, count}, chunk, c);
-    for (int k = 1; k < nranks; ++k) {
-      const int q = direct::peerAt(rank, nranks, k);
-      const Block into{static_cast<uint64_t>(q) * count + part.begin, part.count};
-      s.get(q, elemRange(kInput, part, es), elemRange(kOutput, into, es));
-    }
-  }
+  direct::pullBlocks(s, d, rank, nranks, count);
   direct::notifyAll(s, rank, nranks);
   direct::waitAll(s, rank, nranks);
   return s;

@@ -49,4 +49,19 @@ inline void pullReduce(sched::Schedule& s, const sched::CollDesc& d, int rank, i
   }
 }
 
+// output[q's block] = input of q, for every peer q: `count` elements per rank, block q at
+// q * count of the output, chunk by chunk, peers in the order r+1, r+2, ... within a chunk.
+inline void pullBlocks(sched::Schedule& s, const sched::CollDesc& d, int rank, int nranks,
+                       uint64_t count) {
+  const uint64_t es = d.elemSize, chunk = chunkElems(d);
+  for (uint64_t c = 0; c < numChunks(count, chunk); ++c) {
+    const Block part = chunkOf({0, count}, chunk, c);
+    for (int k = 1; k < nranks; ++k) {
+      const int q = peerAt(rank, nranks, k);
+      const Block into{static_cast<uint64_t>(q) * count + part.begin, part.count};
+      s.get(q, elemRange(sched::kInput, part, es), elemRange(sched::kOutput, into, es));
+    }
+  }
+}
+
 }  // namespace chorus::algo::direct
