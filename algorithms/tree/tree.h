@@ -16,6 +16,7 @@ sched::Schedule buildChainReduce(const sched::CollDesc& d, int rank, int nranks)
 sched::Schedule buildBinomialBroadcast(const sched::CollDesc& d, int rank, int nranks);
 sched::Schedule buildBinomialReduce(const sched::CollDesc& d, int rank, int nranks);
 sched::Schedule buildRabenseifnerAllReduce(const sched::CollDesc& d, int rank, int nranks);
+sched::Schedule buildRecursiveDoublingAllReduce(const sched::CollDesc& d, int rank, int nranks);
 sched::Schedule buildDoubleTreeAllReduce(const sched::CollDesc& d, int rank, int nranks);
 
 // One node of the binomial tree over n ranks numbered relative to the root (v = 0): its parent

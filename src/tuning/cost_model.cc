@@ -176,6 +176,25 @@ bool treeOrHierTraffic(Coll coll, std::string_view algo, double N, const CostInp
     t.workingSet = 2 * N;
     return true;
   }
+  if (algo == "recursive_doubling" && coll == Coll::kAllReduce) {
+    // log2 p exchanges of the whole vector; the folded pairs add one in and one out.
+    double p = 1;
+    while (p * 2 <= n) p *= 2;
+    const bool fold = n > p;
+    const double steps = std::log2(p), C = ceilDiv(N, c);
+    t.hops = C > 0 ? steps + (fold ? 2 : 0) + C - 1 : 0;
+    t.messages = (2 * steps + (fold ? 2 : 0)) * C;
+    t.waits = t.messages / 2;
+    t.headerPeers = steps + (fold ? 1 : 0);
+    t.bytesIntra = (steps + (fold ? 1 : 0)) * N;
+    // Contiguous hosts of L ranks: the steps at distance >= L cross.
+    const double crossing = multiHost ? std::max(0.0, steps - std::log2(std::min(L, p))) * N : 0;
+    t.bytesNic = L * crossing;
+    t.interShare = t.bytesIntra > 0 ? crossing / t.bytesIntra : 0;
+    t.reduceBytes = (steps + (fold ? 1 : 0)) * N;
+    t.workingSet = 2 * N;
+    return true;
+  }
   if (algo == "tree" && coll == Coll::kAllReduce) {
     // Two trees over the host leaders (chains below them) or over all ranks; per tree a rank
     // with k children and a parent moves its half 2k + 2 times per chunk.

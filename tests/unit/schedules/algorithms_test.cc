@@ -181,7 +181,7 @@ std::vector<Band> bands() {
         "gather:linear", "scatter:linear", "barrier:dissemination", "allreduce:twoshot",
         "reducescatter:direct", "allgather:direct", "broadcast:direct", "reduce:direct",
         "alltoall:direct", "gather:direct", "scatter:direct", "allreduce:tree",
-        "allreduce:rabenseifner", "allreduce:hier", "broadcast:binomial", "broadcast:hier",
+        "allreduce:rabenseifner", "allreduce:recursive_doubling", "allreduce:hier", "broadcast:binomial", "broadcast:hier",
         "reduce:binomial", "allgather:hier", "reducescatter:hier", "alltoall:hier"}) {
     for (Band b : {Band{name, 1, 12}, Band{name, 13, 20}, Band{name, 21, 27},
                    Band{name, 28, 33}})
@@ -225,6 +225,7 @@ TEST(Registry, EveryCollectiveHasItsAlgorithm) {
               {Coll::kScatter, "direct", false, true},
               {Coll::kAllReduce, "tree", false, false},
               {Coll::kAllReduce, "rabenseifner", false, false},
+              {Coll::kAllReduce, "recursive_doubling", false, false},
               {Coll::kAllReduce, "hier", false, false},
               {Coll::kBroadcast, "binomial", false, false},
               {Coll::kBroadcast, "hier", false, false},

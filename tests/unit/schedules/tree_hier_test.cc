@@ -57,6 +57,7 @@ struct Target {
 };
 constexpr Target kNew[] = {
     {Coll::kAllReduce, "tree"},     {Coll::kAllReduce, "rabenseifner"},
+    {Coll::kAllReduce, "recursive_doubling"},
     {Coll::kAllReduce, "hier"},     {Coll::kBroadcast, "binomial"},
     {Coll::kBroadcast, "hier"},     {Coll::kReduce, "binomial"},
     {Coll::kAllGather, "hier"},     {Coll::kReduceScatter, "hier"},
