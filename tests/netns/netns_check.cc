@@ -310,6 +310,205 @@ std::string mib(uint64_t bytes) {
   return buf;
 }
 
+// ---- inter-host bytes against each algorithm's formula ----------------------------------------
+//
+// Bytes one rank sends across hosts in one collective, from the algorithm's prose block, for
+// the layouts run_job.sh makes (hosts hold contiguous ranks, so the host-aware ring order is
+// rank order). S is the count buffer (all-reduce, broadcast, reduce) and B one rank's block
+// (all-gather, reduce-scatter, all-to-all), in bytes; n ranks, H hosts, L ranks per host when
+// all hosts hold as many, L_h on rank r's host h.
+//   ring all-reduce          2 (n-1)/n S on the rank whose ring successor is on another host
+//   ring all-gather/r-scatter  (n-1) B on those ranks
+//   hier all-reduce          2 (H-1)/H S/L on every rank (flat ring where hier does not apply)
+//   hier all-gather/r-scatter  (H-1) B on every rank
+//   hier broadcast           S/L on every rank but those of the last host of the rails' chains
+//   hier / pairwise all-to-all (n - L_h) B on every rank
+//   chain broadcast/reduce   S on each rank whose chain successor is on another host
+//   binomial broadcast/reduce S per tree edge between hosts (parent of v is v minus its lowest
+//                            set bit, v numbered from the root), on the sending end
+//   one-shot all-reduce      (n - L_h) S
+//   recursive doubling       log2(H) S on every rank (n and L powers of two)
+//   Rabenseifner             2 (H-1)/H S on every rank (n and L powers of two)
+//   double binary tree       nothing from ranks other than the host leaders (lowest rank of
+//                            each host); 2 (H-1) S from all leaders together (each tree has H-1
+//                            edges between hosts, each carrying its half of S up and down)
+// A rank's entry is -1 where the formula gives only the job's total (the tree) or none.
+// On top of the payload every schedule sends one consistency header (src/core/executor.h,
+// WireHeader, 112 bytes) to each peer it names; the check allows a whole number of them per
+// rank, at most one per rank on another host, and prints how many it saw.
+constexpr int64_t kHeaderBytes = 112;
+struct Formula {
+  std::vector<int64_t> perRank;
+  int64_t total = -1;  // the job's total, when only that is known
+  bool known = false;
+};
+
+bool powerOfTwo(int x) { return x > 0 && (x & (x - 1)) == 0; }
+
+Formula interHostFormula(const std::string& algo, const Layout& l, int root, int64_t S,
+                         int64_t B) {
+  const int n = l.nranks, H = static_cast<int>(l.perHost.size());
+  bool uniform = true;
+  for (int h : l.perHost) uniform = uniform && h == l.perHost[0];
+  const int L = l.perHost[0];
+  const bool hier = uniform && H > 1 && L > 1;
+  Formula f;
+  f.perRank.assign(static_cast<size_t>(n), 0);
+  f.known = true;
+  auto each = [&](const std::function<int64_t(int)>& fn) {
+    for (int r = 0; r < n; ++r) f.perRank[static_cast<size_t>(r)] = fn(r);
+  };
+  auto crosses = [&](int a, int b) { return l.hostOf(a) != l.hostOf(b); };
+  auto ringSucc = [&](int64_t bytes) {
+    each([&](int r) { return crosses(r, (r + 1) % n) ? bytes : 0; });
+  };
+  auto chain = [&](bool toRoot) {
+    // Positions root, root+1, ..., root-1; broadcast sends from p_i to p_i+1, reduce runs
+    // root+1 -> ... -> root-1 -> root.
+    for (int i = 0; i < n - 1; ++i) {
+      const int from = toRoot ? (root + 1 + i) % n : (root + i) % n;
+      const int to = toRoot ? (root + 2 + i) % n : (root + i + 1) % n;
+      if (crosses(from, to)) f.perRank[static_cast<size_t>(from)] = S;
+    }
+  };
+  auto binomial = [&](bool toRoot) {
+    for (int v = 1; v < n; ++v) {
+      const int parent = v - (v & -v);
+      const int child = (v + root) % n, up = (parent + root) % n;
+      if (crosses(child, up)) f.perRank[static_cast<size_t>(toRoot ? child : up)] += S;
+    }
+  };
+  auto localOf = [&](int r) { return l.perHost[static_cast<size_t>(l.hostOf(r))]; };
+  if (algo == "allreduce:ring" || (algo == "allreduce:hier" && !hier)) {
+    ringSucc(2 * (n - 1) * S / n);
+  } else if (algo == "allgather:ring" || algo == "reducescatter:ring" ||
+             ((algo == "allgather:hier" || algo == "reducescatter:hier") && !hier)) {
+    ringSucc((n - 1) * B);
+  } else if (algo == "allreduce:hier") {
+    each([&](int) { return 2 * (H - 1) * S / H / L; });
+  } else if (algo == "allgather:hier" || algo == "reducescatter:hier") {
+    each([&](int) { return (H - 1) * B; });
+  } else if (algo == "broadcast:hier" && hier) {
+    const int last = (l.hostOf(root) + H - 1) % H;
+    each([&](int r) { return l.hostOf(r) == last ? 0 : S / L; });
+  } else if (algo == "broadcast:chain" || (algo == "broadcast:hier" && !hier)) {
+    chain(false);
+  } else if (algo == "reduce:chain") {
+    chain(true);
+  } else if (algo == "broadcast:binomial") {
+    binomial(false);
+  } else if (algo == "reduce:binomial") {
+    binomial(true);
+  } else if (algo == "alltoall:hier" || algo == "alltoall:pairwise") {
+    each([&](int r) { return (n - localOf(r)) * B; });
+  } else if (algo == "allreduce:oneshot") {
+    each([&](int r) { return (n - localOf(r)) * S; });
+  } else if (algo == "allreduce:recursive_doubling" && uniform && powerOfTwo(n) &&
+             powerOfTwo(L)) {
+    int logH = 0;
+    while ((1 << logH) < H) ++logH;
+    each([&](int) { return logH * S; });
+  } else if (algo == "allreduce:rabenseifner" && uniform && powerOfTwo(n) && powerOfTwo(L)) {
+    each([&](int) { return 2 * (H - 1) * S / H; });
+  } else if (algo == "allreduce:tree") {
+    each([&](int r) { return r == l.offset[static_cast<size_t>(l.hostOf(r))] ? -1 : 0; });
+    f.total = 2 * (H - 1) * S;
+  } else {
+    f.known = false;
+  }
+  return f;
+}
+
+// Inter-host bytes over tcp this rank has sent so far, and how often each algorithm ran.
+bool sentAcross(chorusComm_t comm, uint64_t* bytes, std::vector<std::pair<std::string, int>>* algos,
+                std::string* why) {
+  chorusStats_t s{};
+  s.structSize = sizeof(s);
+  if (chorusResult_t r = chorusCommGetStats(comm, &s); r != chorusSuccess) {
+    *why = callFailure("chorusCommGetStats", r, comm);
+    return false;
+  }
+  *bytes = 0;
+  for (int i = 0; i < s.numTransports; ++i) *bytes += s.transports[i].bytesSentInterHost;
+  algos->clear();
+  for (int i = 0; i < s.numAlgos; ++i)
+    algos->emplace_back(s.algos[i].name, static_cast<int>(s.algos[i].count));
+  return true;
+}
+
+// Runs every collective once at a count every rank count, host count and tree half divides,
+// and compares the bytes each rank sent across hosts with interHostFormula; rank 0 prints one
+// "BYTES" line per collective. Returns the failures.
+std::vector<std::string> checkInterHostBytes(chorusComm_t comm, const Layout& l, int rank,
+                                             uint64_t seed) {
+  std::vector<std::string> failures;
+  constexpr size_t kCount = 61440;  // 2^12 * 15
+  CollectiveCheck check(comm, l, rank, seed);
+  const int n = l.nranks;
+  const int bcastRoot = n - 1;
+  const int reduceRoot = l.perHost.size() > 1 ? l.offset[1] : 0;
+  for (int c = 0; c < kNumColls; ++c) {
+    uint64_t before = 0, after = 0;
+    std::vector<std::pair<std::string, int>> a0, a1;
+    std::string why;
+    if (!sentAcross(comm, &before, &a0, &why)) return {why};
+    double seconds = 0;
+    std::string what = check.run(static_cast<Coll>(c), kCount, 1000 + c, &seconds);
+    if (!what.empty()) failures.push_back(std::string(kCollNames[c]) + " (bytes run): " + what);
+    if (!sentAcross(comm, &after, &a1, &why)) return {why};
+    std::string algo = "?";
+    for (const auto& [name, count] : a1) {
+      int was = 0;
+      for (const auto& [name0, count0] : a0)
+        if (name0 == name) was = count0;
+      if (count > was) algo = name;
+    }
+    int64_t mine[2] = {static_cast<int64_t>(after - before), 0};
+    std::vector<int64_t> all(static_cast<size_t>(2 * n));
+    if (chorusResult_t r = chorusAllGather(mine, all.data(), 2, chorusInt64, comm, nullptr);
+        r != chorusSuccess)
+      return {callFailure("bytes all-gather", r, comm)};
+    const int64_t S = static_cast<int64_t>(kCount) * 4;
+    const Formula f = interHostFormula(algo, l, c == kBroadcast ? bcastRoot : reduceRoot, S, S);
+    std::ostringstream got, want;
+    int64_t leaders = 0, headers = 0;
+    bool ok = f.known;
+    // measured - formula must be k headers, 0 <= k <= ranks on other hosts.
+    auto headersFit = [&](int64_t extra, int64_t most) {
+      if (extra < 0 || extra % kHeaderBytes != 0 || extra / kHeaderBytes > most) return false;
+      headers += extra / kHeaderBytes;
+      return true;
+    };
+    int64_t leaderPeers = 0;
+    for (int r = 0; r < n; ++r) {
+      const int64_t m = all[static_cast<size_t>(2 * r)];
+      const int64_t others = n - l.perHost[static_cast<size_t>(l.hostOf(r))];
+      got << (r ? " " : "") << m;
+      if (!f.known) continue;
+      const int64_t w = f.perRank[static_cast<size_t>(r)];
+      want << (r ? " " : "") << (w < 0 ? std::string("*") : std::to_string(w));
+      if (w >= 0 && !headersFit(m - w, others)) ok = false;
+      if (w < 0) leaders += m, leaderPeers += others;
+    }
+    if (f.known && f.total >= 0) {
+      want << " (* together " << f.total << ")";
+      if (!headersFit(leaders - f.total, leaderPeers)) ok = false;
+    }
+    if (rank == 0)
+      std::printf("BYTES %-28s S=%lld B sent across hosts per rank: measured %s | formula %s | %s\n",
+                  algo.c_str(), static_cast<long long>(S), got.str().c_str(),
+                  f.known ? want.str().c_str() : "none",
+                  !f.known ? "no formula"
+                  : ok     ? ("match + " + std::to_string(headers) + " headers of 112 B").c_str()
+                           : "MISMATCH");
+    if (f.known && !ok)
+      failures.push_back(std::string(kCollNames[c]) + " with " + algo +
+                         ": inter-host bytes per rank " + got.str() + " against the formula's " +
+                         want.str() + " (plus up to one 112-byte header per peer on another host)");
+  }
+  return failures;
+}
+
 int runCollectives(chorusComm_t comm, const Layout& l, int rank) {
   std::vector<std::string> failures;
   auto fail = [&](const std::string& what) { failures.push_back(what); };
@@ -401,6 +600,8 @@ int runCollectives(chorusComm_t comm, const Layout& l, int rank) {
            " and received " + mib(host[kShmRecvIntra]) + " over shm, less than the " + mib(inside) +
            " its all-to-alls need");
   }
+
+  for (const std::string& f : checkInterHostBytes(comm, l, rank, seed)) fail(f);
 
   if (rank == 0) {
     chorusStats_t s{};
