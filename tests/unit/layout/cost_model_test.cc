@@ -277,6 +277,33 @@ TEST(CostModel, HierarchicalAcrossHostsForLargeMessages) {
   }
 }
 
+// The netns acceptance layouts (bench/netns_compare.sh measures them): 2 hosts x 2 ranks with
+// 1 Gbit/s host links at 64 MiB, where hier (measured 1.50x the ring) must win; 4 hosts x 1
+// rank at 8 B, where recursive doubling (measured 1.65x the ring) must.
+TEST(CostModel, NetnsAcceptanceLayouts) {
+  CostInput twoByTwo = oneHost(4, LinkClass::kShm, 2);
+  twoByTwo.hosts = 2;
+  twoByTwo.ranksPerHost = 2;
+  twoByTwo.inter = LinkClass::kEthernet;
+  twoByTwo.interSpeedGbps = 1;
+  const Choice large = choose(Coll::kAllReduce, desc(Coll::kAllReduce, 64 * kMiB),
+                              platform(4, false, 0), twoByTwo);
+  EXPECT_STREQ(large.algo->name, "hier") << large.why;
+  const CostModel m;
+  EXPECT_GT(m.predictUs(Coll::kAllReduce, "ring", 64 * kMiB, twoByTwo) /
+                m.predictUs(Coll::kAllReduce, "hier", 64 * kMiB, twoByTwo),
+            1.3);
+
+  CostInput fourByOne = oneHost(4, LinkClass::kShm, 2);
+  fourByOne.hosts = 4;
+  fourByOne.ranksPerHost = 1;
+  fourByOne.inter = LinkClass::kEthernet;
+  fourByOne.interSpeedGbps = 10;  // what a veth reports
+  const Choice small =
+      choose(Coll::kAllReduce, desc(Coll::kAllReduce, 8), platform(4, false, 0), fourByOne);
+  EXPECT_STREQ(small.algo->name, "recursive_doubling") << small.why;
+}
+
 TEST(CostModel, LayoutAndLinksShapeThePrediction) {
   const CostModel m;
   // A slower inter-host link costs more than shared memory; a faster NIC less than a slower.
