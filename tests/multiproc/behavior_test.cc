@@ -316,13 +316,43 @@ TEST(Failure, MismatchedCallsFailWithInvalidUsage) {
                            nullptr);
   });
   // A chain from a different root: the ranks whose neighbours agree may finish correctly.
+  // (The tuner would pick the binomial tree here; see the next test for that one.)
+  setenv("CHORUS_ALGO", "broadcast:chain", 1);
   expectMismatch("root", false, [](chorusComm_t comm, int rank) {
     return chorusBroadcast(a.data(), b.data(), 100, chorusFloat32, rank == 3 ? 1 : 0, comm, nullptr);
   });
+  unsetenv("CHORUS_ALGO");
   expectMismatch("collective", false, [](chorusComm_t comm, int rank) {
     return rank == 0 ? chorusReduce(a.data(), b.data(), 100, chorusFloat32, chorusSum, 0, comm, nullptr)
                      : chorusAllReduce(a.data(), b.data(), 100, chorusFloat32, chorusSum, comm, nullptr);
   });
+}
+
+// A binomial broadcast from a different root: rank 3's tree names parents and children the
+// others' trees do not, so no pair of ranks may exchange headers; the ranks of the agreeing
+// tree finish with the right data, and rank 3 must fail (its tree's peers never send), with
+// chorusInvalidUsage or chorusRemoteError once they are gone — never hang or succeed.
+TEST(Failure, BinomialBroadcastFromAnotherRootFailsTheOddRank) {
+  setenv("CHORUS_ALGO", "broadcast:binomial", 1);
+  auto out = runRanks(4, [](chorusComm_t comm, int rank, int) -> std::string {
+    std::vector<float> in(100, static_cast<float>(rank + 1)), got(100, -1);
+    chorusResult_t r = chorusBroadcast(in.data(), got.data(), 100, chorusFloat32,
+                                       rank == 3 ? 1 : 0, comm, nullptr);
+    if (rank == 3) {
+      RANK_CHECK(r == chorusInvalidUsage || r == chorusRemoteError,
+                 std::string("rank 3 (root 1 against everyone's 0) got ") +
+                     chorusGetErrorString(r) + ": " + chorusGetLastError(comm));
+      return "";
+    }
+    if (r == chorusSuccess)
+      RANK_CHECK(got == std::vector<float>(100, 1.0f), "succeeded with data not from root 0");
+    else
+      RANK_CHECK(r == chorusInvalidUsage || r == chorusRemoteError,
+                 std::string("got ") + chorusGetErrorString(r) + ": " + chorusGetLastError(comm));
+    return "";
+  }, {.deadlineSeconds = 30});
+  unsetenv("CHORUS_ALGO");
+  EXPECT_EQ(summarize(out), "");
 }
 
 TEST(Failure, MismatchedCountMessageNamesBothSides) {
