@@ -64,6 +64,19 @@ inline sched::Range elemRange(sched::BufId buf, Block blk, uint64_t elemSize) {
   return sched::Range{buf, blk.begin * elemSize, blk.count * elemSize};
 }
 
+// The start of a schedule whose output has the input's size (all-reduce, broadcast, reduce): named `algo`,
+// with NCCL's in-place aliasing (output over input) when d.inPlace. On a single rank it is
+// already complete: the input copied to the output, or nothing in place.
+inline sched::Schedule sameSizeSchedule(const char* algo, const sched::CollDesc& d, int nranks) {
+  sched::Schedule s;
+  s.algo = algo;
+  if (d.inPlace) s.outputInInput = 0;
+  if (nranks == 1 && !d.inPlace)
+    s.copy(elemRange(sched::kInput, {0, d.count}, d.elemSize),
+           elemRange(sched::kOutput, {0, d.count}, d.elemSize));
+  return s;
+}
+
 inline int modRank(int64_t r, int nranks) {
   const int64_t n = nranks;
   return static_cast<int>(((r % n) + n) % n);

@@ -31,15 +31,9 @@ using sched::kInput;
 using sched::kOutput;
 
 sched::Schedule buildTwoShotAllReduce(const sched::CollDesc& d, int rank, int nranks) {
-  sched::Schedule s;
-  s.algo = "twoshot";
-  if (d.inPlace) s.outputInInput = 0;
+  sched::Schedule s = sameSizeSchedule("twoshot", d, nranks);
+  if (nranks == 1) return s;
   const uint64_t es = d.elemSize;
-  if (nranks == 1) {
-    if (!d.inPlace)
-      s.copy(elemRange(kInput, {0, d.count}, es), elemRange(kOutput, {0, d.count}, es));
-    return s;
-  }
   direct::addAllPeers(s, rank, nranks);
   if (d.count == 0) return s;
 

@@ -27,7 +27,20 @@ struct HostGroups {
   bool uniform() const;
   // Several hosts of several ranks each, all of one size: where the hierarchical builders apply.
   bool hierarchical() const { return uniform() && numHosts() > 1 && ranks[0].size() > 1; }
+  int hostOf(int rank) const { return host[static_cast<size_t>(rank)]; }
+  int localOf(int rank) const { return local[static_cast<size_t>(rank)]; }
+  // Ranks per host (of the first host; all alike where hierarchical()).
+  int perHost() const { return static_cast<int>(ranks[0].size()); }
+  // The rank at position `loc` of host `h`, hosts counted modulo numHosts() (so h - 1 and
+  // h + 1 are the neighbours on a rail's ring).
+  int at(int h, int loc) const;
+  // Adds every other rank of `rank`'s host to s.peers.
+  void addHostPeers(sched::Schedule& s, int rank) const;
 };
+
+// A flat schedule built where a hierarchical builder does not apply, under the name "hier"
+// (the name the caller asked for, which the statistics and the consistency header carry).
+sched::Schedule asHier(sched::Schedule flat);
 
 // The host groups of `nranks` ranks; one host of all ranks when d.hostOf is empty or does not
 // have nranks entries.

@@ -34,11 +34,7 @@ using sched::kOutput;
 
 sched::Schedule buildHierAllGather(const sched::CollDesc& d, int rank, int nranks) {
   const HostGroups g = hostGroups(d, nranks);
-  if (!g.hierarchical()) {
-    sched::Schedule flat = buildRingAllGather(d, rank, nranks);
-    flat.algo = "hier";
-    return flat;
-  }
+  if (!g.hierarchical()) return asHier(buildRingAllGather(d, rank, nranks));
   sched::Schedule s;
   s.algo = "hier";
   const uint64_t es = d.elemSize, count = d.count;
@@ -46,16 +42,12 @@ sched::Schedule buildHierAllGather(const sched::CollDesc& d, int rank, int nrank
   if (d.inPlace) s.inputInOutput = static_cast<int64_t>(mine * es);
   if (!d.inPlace) s.copy(elemRange(kInput, {0, count}, es), elemRange(kOutput, {mine, count}, es));
   const int H = g.numHosts();
-  const int L = static_cast<int>(g.ranks[0].size());
-  const int h = g.host[static_cast<size_t>(rank)], l = g.local[static_cast<size_t>(rank)];
-  auto at = [&](int host, int loc) {
-    return g.ranks[static_cast<size_t>(modRank(host, H))][static_cast<size_t>(loc)];
-  };
-  const int next = at(h + 1, l), prev = at(h - 1, l);
+  const int L = g.perHost();
+  const int h = g.hostOf(rank), l = g.localOf(rank);
+  const int next = g.at(h + 1, l), prev = g.at(h - 1, l);
   s.addPeer(next);
   s.addPeer(prev);
-  for (int j = 0; j < L; ++j)
-    if (j != l) s.addPeer(at(h, j));
+  g.addHostPeers(s, rank);
 
   const uint64_t chunk = chunkElems(d);
   for (uint64_t c = 0; c < numChunks(count, chunk); ++c) {
@@ -65,17 +57,17 @@ sched::Schedule buildHierAllGather(const sched::CollDesc& d, int rank, int nrank
                        es);
     };
     for (int st = 0; st < H - 1; ++st) {
-      s.send(next, st == 0 ? elemRange(kInput, part, es) : outBlock(at(h - st, l)));
-      s.recv(prev, outBlock(at(h - st - 1, l)));
+      s.send(next, st == 0 ? elemRange(kInput, part, es) : outBlock(g.at(h - st, l)));
+      s.recv(prev, outBlock(g.at(h - st - 1, l)));
     }
     for (int j = 1; j < L; ++j) {
-      const int to = at(h, (l + j) % L);
+      const int to = g.at(h, (l + j) % L);
       for (int k = 0; k < H; ++k)
-        s.send(to, k == h ? elemRange(kInput, part, es) : outBlock(at(k, l)));
+        s.send(to, k == h ? elemRange(kInput, part, es) : outBlock(g.at(k, l)));
     }
     for (int j = 1; j < L; ++j) {
       const int from = (l - j + L) % L;
-      for (int k = 0; k < H; ++k) s.recv(at(h, from), outBlock(at(k, from)));
+      for (int k = 0; k < H; ++k) s.recv(g.at(h, from), outBlock(g.at(k, from)));
     }
   }
   return s;

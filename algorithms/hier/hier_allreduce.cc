@@ -42,24 +42,14 @@ using sched::kOutput;
 
 sched::Schedule buildHierAllReduce(const sched::CollDesc& d, int rank, int nranks) {
   const HostGroups g = hostGroups(d, nranks);
-  if (!g.hierarchical()) {
-    sched::Schedule flat = buildRingAllReduce(d, rank, nranks);
-    flat.algo = "hier";
-    return flat;
-  }
-  sched::Schedule s;
-  s.algo = "hier";
-  if (d.inPlace) s.outputInInput = 0;
+  if (!g.hierarchical()) return asHier(buildRingAllReduce(d, rank, nranks));
+  sched::Schedule s = sameSizeSchedule("hier", d, nranks);
   const uint64_t es = d.elemSize;
   const int H = g.numHosts();
-  const int L = static_cast<int>(g.ranks[0].size());
-  const int h = g.host[static_cast<size_t>(rank)], l = g.local[static_cast<size_t>(rank)];
-  auto at = [&](int host, int loc) {
-    return g.ranks[static_cast<size_t>(modRank(host, H))][static_cast<size_t>(loc)];
-  };
-  for (int j = 0; j < L; ++j)
-    if (j != l) s.addPeer(at(h, j));
-  const int next = at(h + 1, l), prev = at(h - 1, l);
+  const int L = g.perHost();
+  const int h = g.hostOf(rank), l = g.localOf(rank);
+  g.addHostPeers(s, rank);
+  const int next = g.at(h + 1, l), prev = g.at(h - 1, l);
   s.addPeer(next);
   s.addPeer(prev);
 
@@ -72,12 +62,12 @@ sched::Schedule buildHierAllReduce(const sched::CollDesc& d, int rank, int nrank
     // 1. Intra-host reduce-scatter.
     for (int j = 1; j < L; ++j) {
       const int to = (l + j) % L;
-      s.send(at(h, to), elemRange(kInput, chunkOf(slice(to), chunk, c), es));
+      s.send(g.at(h, to), elemRange(kInput, chunkOf(slice(to), chunk, c), es));
     }
     const Block part = chunkOf(mine, chunk, c);
     for (int j = 1; j < L; ++j) {
       const int from = (l - j + L) % L;
-      s.recvReduce(at(h, from), elemRange(j == 1 ? kInput : kOutput, part, es),
+      s.recvReduce(g.at(h, from), elemRange(j == 1 ? kInput : kOutput, part, es),
                    elemRange(kOutput, part, es));
     }
     // 2. Ring all-reduce of this chunk of slice l over the rail. Chunk c of the slice is cut in
@@ -96,10 +86,10 @@ sched::Schedule buildHierAllReduce(const sched::CollDesc& d, int rank, int nrank
       s.recv(prev, elemRange(kOutput, subPiece(h - st), es));
     }
     // 3. Intra-host all-gather.
-    for (int j = 1; j < L; ++j) s.send(at(h, (l + j) % L), elemRange(kOutput, part, es));
+    for (int j = 1; j < L; ++j) s.send(g.at(h, (l + j) % L), elemRange(kOutput, part, es));
     for (int j = 1; j < L; ++j) {
       const int from = (l - j + L) % L;
-      s.recv(at(h, from), elemRange(kOutput, chunkOf(slice(from), chunk, c), es));
+      s.recv(g.at(h, from), elemRange(kOutput, chunkOf(slice(from), chunk, c), es));
     }
   }
   return s;

@@ -41,27 +41,19 @@ using sched::kScratch;
 
 sched::Schedule buildHierAllToAll(const sched::CollDesc& d, int rank, int nranks) {
   const HostGroups g = hostGroups(d, nranks);
-  if (!g.hierarchical()) {
-    sched::Schedule flat = buildPairwiseAllToAll(d, rank, nranks);
-    flat.algo = "hier";
-    return flat;
-  }
+  if (!g.hierarchical()) return asHier(buildPairwiseAllToAll(d, rank, nranks));
   sched::Schedule s;
   s.algo = "hier";
   if (d.inPlace) s.outputInInput = 0;
   const uint64_t es = d.elemSize, count = d.count;
   const uint64_t n = static_cast<uint64_t>(nranks);
   const int H = g.numHosts();
-  const int L = static_cast<int>(g.ranks[0].size());
-  const int h = g.host[static_cast<size_t>(rank)], l = g.local[static_cast<size_t>(rank)];
-  auto at = [&](int host, int loc) {
-    return g.ranks[static_cast<size_t>(modRank(host, H))][static_cast<size_t>(loc)];
-  };
-  for (int j = 0; j < L; ++j)
-    if (j != l) s.addPeer(at(h, j));
+  const int L = g.perHost();
+  const int h = g.hostOf(rank), l = g.localOf(rank);
+  g.addHostPeers(s, rank);
   for (int t = 1; t < H; ++t) {
-    s.addPeer(at(h + t, l));
-    s.addPeer(at(h - t, l));
+    s.addPeer(g.at(h + t, l));
+    s.addPeer(g.at(h - t, l));
   }
 
   const uint64_t slots = static_cast<uint64_t>(L) * static_cast<uint64_t>(H) * count;
@@ -87,21 +79,21 @@ sched::Schedule buildHierAllToAll(const sched::CollDesc& d, int rank, int nranks
     // 1. Regroup by destination rail inside the host.
     for (int j = 1; j < L; ++j) {
       const int to = (l + j) % L;
-      for (int k = 0; k < H; ++k) s.send(at(h, to), block(srcBuf, srcBase, at(h + k, to)));
+      for (int k = 0; k < H; ++k) s.send(g.at(h, to), block(srcBuf, srcBase, g.at(h + k, to)));
     }
     for (int j = 1; j < L; ++j) {
       const int from = (l - j + L) % L;
       for (int k = 0; k < H; ++k) {
         const int dest = h + k;  // the host of the rank this block is for
-        s.recv(at(h, from), k == 0 ? block(kOutput, 0, at(h, from)) : slot(from, dest));
+        s.recv(g.at(h, from), k == 0 ? block(kOutput, 0, g.at(h, from)) : slot(from, dest));
       }
     }
     // 2. One exchange per rail and host pair.
     for (int t = 1; t < H; ++t) {
-      const int to = at(h + t, l), from = at(h - t, l);
+      const int to = g.at(h + t, l), from = g.at(h - t, l);
       for (int j = 0; j < L; ++j)
         s.send(to, j == l ? block(srcBuf, srcBase, to) : slot(j, h + t));
-      for (int j = 0; j < L; ++j) s.recv(from, block(kOutput, 0, at(h - t, j)));
+      for (int j = 0; j < L; ++j) s.recv(from, block(kOutput, 0, g.at(h - t, j)));
     }
   }
   s.scratchBytes = (slots + (d.inPlace ? n * count : 0)) * es;

@@ -35,28 +35,18 @@ using sched::kOutput;
 
 sched::Schedule buildHierBroadcast(const sched::CollDesc& d, int rank, int nranks) {
   const HostGroups g = hostGroups(d, nranks);
-  if (!g.hierarchical()) {
-    sched::Schedule flat = buildChainBroadcast(d, rank, nranks);
-    flat.algo = "hier";
-    return flat;
-  }
-  sched::Schedule s;
-  s.algo = "hier";
-  if (d.inPlace) s.outputInInput = 0;
+  if (!g.hierarchical()) return asHier(buildChainBroadcast(d, rank, nranks));
+  sched::Schedule s = sameSizeSchedule("hier", d, nranks);
   const uint64_t es = d.elemSize;
   const int H = g.numHosts();
-  const int L = static_cast<int>(g.ranks[0].size());
-  const int h = g.host[static_cast<size_t>(rank)], l = g.local[static_cast<size_t>(rank)];
-  const int h0 = g.host[static_cast<size_t>(d.root)];
+  const int L = g.perHost();
+  const int h = g.hostOf(rank), l = g.localOf(rank);
+  const int h0 = g.hostOf(d.root);
   const bool isRoot = rank == d.root;
   const int pos = modRank(h - h0, H);  // place of this host in the chains
-  auto at = [&](int host, int loc) {
-    return g.ranks[static_cast<size_t>(modRank(host, H))][static_cast<size_t>(loc)];
-  };
-  for (int j = 0; j < L; ++j)
-    if (j != l) s.addPeer(at(h, j));
-  if (pos > 0) s.addPeer(at(h - 1, l));
-  if (pos < H - 1) s.addPeer(at(h + 1, l));
+  g.addHostPeers(s, rank);
+  if (pos > 0) s.addPeer(g.at(h - 1, l));
+  if (pos < H - 1) s.addPeer(g.at(h + 1, l));
   if (isRoot && !d.inPlace)
     s.copy(elemRange(kInput, {0, d.count}, es), elemRange(kOutput, {0, d.count}, es));
 
@@ -70,23 +60,23 @@ sched::Schedule buildHierBroadcast(const sched::CollDesc& d, int rank, int nrank
     if (isRoot) {
       for (int j = 1; j < L; ++j) {
         const int to = (l + j) % L;
-        s.send(at(h, to), elemRange(kInput, part(to), es));
+        s.send(g.at(h, to), elemRange(kInput, part(to), es));
       }
     } else if (pos == 0) {
       s.recv(d.root, own);
     }
     // 2. Chain across hosts on rail l.
-    if (pos > 0) s.recv(at(h - 1, l), own);
-    if (pos < H - 1) s.send(at(h + 1, l), own);
+    if (pos > 0) s.recv(g.at(h - 1, l), own);
+    if (pos < H - 1) s.send(g.at(h + 1, l), own);
     // 3. All-gather inside the host; the root receives nothing.
     for (int j = 1; j < L; ++j) {
-      const int to = at(h, (l + j) % L);
+      const int to = g.at(h, (l + j) % L);
       if (to != d.root) s.send(to, own);
     }
     if (!isRoot) {
       for (int j = 1; j < L; ++j) {
         const int from = (l - j + L) % L;
-        s.recv(at(h, from), elemRange(kOutput, part(from), es));
+        s.recv(g.at(h, from), elemRange(kOutput, part(from), es));
       }
     }
   }

@@ -38,24 +38,16 @@ using sched::kScratch;
 
 sched::Schedule buildHierReduceScatter(const sched::CollDesc& d, int rank, int nranks) {
   const HostGroups g = hostGroups(d, nranks);
-  if (!g.hierarchical()) {
-    sched::Schedule flat = buildRingReduceScatter(d, rank, nranks);
-    flat.algo = "hier";
-    return flat;
-  }
+  if (!g.hierarchical()) return asHier(buildRingReduceScatter(d, rank, nranks));
   sched::Schedule s;
   s.algo = "hier";
   const uint64_t es = d.elemSize, count = d.count;
   if (d.inPlace) s.outputInInput = static_cast<int64_t>(static_cast<uint64_t>(rank) * count * es);
   const int H = g.numHosts();
-  const int L = static_cast<int>(g.ranks[0].size());
-  const int h = g.host[static_cast<size_t>(rank)], l = g.local[static_cast<size_t>(rank)];
-  auto at = [&](int host, int loc) {
-    return g.ranks[static_cast<size_t>(modRank(host, H))][static_cast<size_t>(loc)];
-  };
-  for (int j = 0; j < L; ++j)
-    if (j != l) s.addPeer(at(h, j));
-  const int next = at(h + 1, l), prev = at(h - 1, l);
+  const int L = g.perHost();
+  const int h = g.hostOf(rank), l = g.localOf(rank);
+  g.addHostPeers(s, rank);
+  const int next = g.at(h + 1, l), prev = g.at(h - 1, l);
   s.addPeer(next);
   s.addPeer(prev);
 
@@ -73,12 +65,12 @@ sched::Schedule buildHierReduceScatter(const sched::CollDesc& d, int rank, int n
     // 1. Partials of rail l inside the host.
     for (int j = 1; j < L; ++j) {
       const int to = (l + j) % L;
-      for (int k = 0; k < H; ++k) s.send(at(h, to), inputBlock(at(k, to), part));
+      for (int k = 0; k < H; ++k) s.send(g.at(h, to), inputBlock(g.at(k, to), part));
     }
     for (int j = 1; j < L; ++j) {
       const int from = (l - j + L) % L;
       for (int k = 0; k < H; ++k)
-        s.recvReduce(at(h, from), j == 1 ? inputBlock(at(k, l), part) : slot(k, part),
+        s.recvReduce(g.at(h, from), j == 1 ? inputBlock(g.at(k, l), part) : slot(k, part),
                      slot(k, part));
     }
     // 2. Ring reduce-scatter over the rail; the last fold is this rank's block.

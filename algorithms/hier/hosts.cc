@@ -14,6 +14,21 @@ bool HostGroups::uniform() const {
                      [&](const std::vector<int>& h) { return h.size() == ranks[0].size(); });
 }
 
+int HostGroups::at(int h, int loc) const {
+  const int H = numHosts();
+  return ranks[static_cast<size_t>(((h % H) + H) % H)][static_cast<size_t>(loc)];
+}
+
+void HostGroups::addHostPeers(sched::Schedule& s, int rank) const {
+  for (int r : ranks[static_cast<size_t>(host[static_cast<size_t>(rank)])])
+    if (r != rank) s.addPeer(r);
+}
+
+sched::Schedule asHier(sched::Schedule flat) {
+  flat.algo = "hier";
+  return flat;
+}
+
 HostGroups hostGroups(const sched::CollDesc& d, int nranks) {
   HostGroups g;
   const size_t n = static_cast<size_t>(nranks);

@@ -29,15 +29,9 @@ using sched::kInput;
 using sched::kOutput;
 
 sched::Schedule buildRingAllReduce(const sched::CollDesc& d, int rank, int nranks) {
-  sched::Schedule s;
-  s.algo = "ring";
-  if (d.inPlace) s.outputInInput = 0;
+  sched::Schedule s = sameSizeSchedule("ring", d, nranks);
+  if (nranks == 1) return s;
   const uint64_t es = d.elemSize;
-  if (nranks == 1) {
-    if (!d.inPlace)
-      s.copy(elemRange(kInput, {0, d.count}, es), elemRange(kOutput, {0, d.count}, es));
-    return s;
-  }
   const int next = modRank(rank + 1, nranks), prev = modRank(rank - 1, nranks);
   s.addPeer(next);
   s.addPeer(prev);

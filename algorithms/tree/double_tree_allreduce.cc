@@ -69,15 +69,9 @@ RankTree rankTree(const HostGroups& g, const std::array<NodeTree, 2>& trees, int
 }  // namespace
 
 sched::Schedule buildDoubleTreeAllReduce(const sched::CollDesc& d, int rank, int nranks) {
-  sched::Schedule s;
-  s.algo = "tree";
-  if (d.inPlace) s.outputInInput = 0;
+  sched::Schedule s = sameSizeSchedule("tree", d, nranks);
+  if (nranks == 1) return s;
   const uint64_t es = d.elemSize;
-  if (nranks == 1) {
-    if (!d.inPlace)
-      s.copy(elemRange(kInput, {0, d.count}, es), elemRange(kOutput, {0, d.count}, es));
-    return s;
-  }
   const HostGroups g = hostGroups(d, nranks);
   const bool overHosts = g.numHosts() > 1;
   const std::array<NodeTree, 2> trees = doubleBinaryTree(overHosts ? g.numHosts() : nranks);

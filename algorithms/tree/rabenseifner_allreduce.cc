@@ -33,18 +33,12 @@ using sched::kInput;
 using sched::kOutput;
 
 sched::Schedule buildRabenseifnerAllReduce(const sched::CollDesc& d, int rank, int nranks) {
-  sched::Schedule s;
-  s.algo = "rabenseifner";
-  if (d.inPlace) s.outputInInput = 0;
+  sched::Schedule s = sameSizeSchedule("rabenseifner", d, nranks);
+  if (nranks == 1) return s;
   const uint64_t es = d.elemSize;
   const Block all{0, d.count};
-  if (nranks == 1) {
-    if (!d.inPlace) s.copy(elemRange(kInput, all, es), elemRange(kOutput, all, es));
-    return s;
-  }
-  int p = 1;
-  while (p * 2 <= nranks) p *= 2;
-  const int extra = nranks - p;
+  const PowerOfTwoFold fold(nranks);
+  const int p = fold.p;
   const uint64_t chunk = chunkElems(d);
   // Every exchange walks its block in chunks; both sides cut the same block the same way.
   auto sendAll = [&](int peer, sched::BufId buf, Block b) {
@@ -57,7 +51,7 @@ sched::Schedule buildRabenseifnerAllReduce(const sched::CollDesc& d, int rank, i
     for (uint64_t c = 0; c < numChunks(b.count, chunk); ++c)
       s.recv(peer, elemRange(kOutput, chunkOf(b, chunk, c), es));
   };
-  auto foldAll = [&](int peer, sched::BufId from, Block b) {
+  auto recvReduceAll = [&](int peer, sched::BufId from, Block b) {
     s.addPeer(peer);
     for (uint64_t c = 0; c < numChunks(b.count, chunk); ++c) {
       const Block part = chunkOf(b, chunk, c);
@@ -66,18 +60,17 @@ sched::Schedule buildRabenseifnerAllReduce(const sched::CollDesc& d, int rank, i
   };
 
   // The fold.
-  if (rank < 2 * extra && rank % 2 == 0) {
+  if (fold.sitsOut(rank)) {
     sendAll(rank + 1, kInput, all);
     recvAll(rank + 1, all);
     return s;
   }
   sched::BufId have = kInput;  // where this rank's (partial) data is
-  if (rank < 2 * extra) {
-    foldAll(rank - 1, kInput, all);
+  if (fold.absorbs(rank)) {
+    recvReduceAll(rank - 1, kInput, all);
     have = kOutput;
   }
-  const int q = rank < 2 * extra ? rank / 2 : rank - extra;
-  auto realRank = [&](int nq) { return nq < extra ? 2 * nq + 1 : nq + extra; };
+  const int q = fold.newRank(rank);
   auto window = [&](int lo, int hi) {  // blocks [lo, hi) as elements
     const Block a = evenBlock(d.count, p, lo);
     const Block b = evenBlock(d.count, p, hi - 1);
@@ -87,13 +80,13 @@ sched::Schedule buildRabenseifnerAllReduce(const sched::CollDesc& d, int rank, i
   // Recursive halving.
   int lo = 0, hi = p;
   for (int mask = p / 2; mask >= 1; mask /= 2) {
-    const int peer = realRank(q ^ mask);
+    const int peer = fold.realRank(q ^ mask);
     const int mid = lo + (hi - lo) / 2;
     const bool lower = (q & mask) == 0;
     const Block give = lower ? window(mid, hi) : window(lo, mid);
     const Block keep = lower ? window(lo, mid) : window(mid, hi);
     sendAll(peer, have, give);
-    foldAll(peer, have, keep);
+    recvReduceAll(peer, have, keep);
     have = kOutput;
     if (lower) {
       hi = mid;
@@ -103,7 +96,7 @@ sched::Schedule buildRabenseifnerAllReduce(const sched::CollDesc& d, int rank, i
   }
   // Recursive doubling.
   for (int mask = 1; mask < p; mask *= 2) {
-    const int peer = realRank(q ^ mask);
+    const int peer = fold.realRank(q ^ mask);
     const int size = hi - lo;
     const bool lower = (q & mask) == 0;
     const int plo = lower ? lo + size : lo - size;
@@ -113,7 +106,7 @@ sched::Schedule buildRabenseifnerAllReduce(const sched::CollDesc& d, int rank, i
     hi = lo + 2 * size;
   }
   // The unfold.
-  if (rank < 2 * extra) sendAll(rank - 1, kOutput, all);
+  if (fold.absorbs(rank)) sendAll(rank - 1, kOutput, all);
   return s;
 }
 

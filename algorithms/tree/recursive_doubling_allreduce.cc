@@ -1,7 +1,7 @@
 // Recursive doubling all-reduce: log2 p exchanges of the whole vector.
 //
 // Schedule. Let p be the largest power of two <= n and x = n - p. The fold is Rabenseifner's
-// (rabenseifner_allreduce.cc): among ranks 0..2x-1 each even rank sends its input to the odd
+// (PowerOfTwoFold in tree.h): among ranks 0..2x-1 each even rank sends its input to the odd
 // rank above it, which reduces it into its output, and the p remaining ranks take new numbers
 // (odd r < 2x: r/2; r >= 2x: r - x). Then, for mask = 1, 2, ..., p/2, each remaining rank sends
 // its whole current vector to the rank whose new number differs in that bit and reduces what it
@@ -32,25 +32,18 @@ using sched::kOutput;
 using sched::kScratch;
 
 sched::Schedule buildRecursiveDoublingAllReduce(const sched::CollDesc& d, int rank, int nranks) {
-  sched::Schedule s;
-  s.algo = "recursive_doubling";
-  if (d.inPlace) s.outputInInput = 0;
+  sched::Schedule s = sameSizeSchedule("recursive_doubling", d, nranks);
+  if (nranks == 1) return s;
   const uint64_t es = d.elemSize;
   const Block all{0, d.count};
-  if (nranks == 1) {
-    if (!d.inPlace) s.copy(elemRange(kInput, all, es), elemRange(kOutput, all, es));
-    return s;
-  }
-  int p = 1;
-  while (p * 2 <= nranks) p *= 2;
-  const int extra = nranks - p;
+  const PowerOfTwoFold fold(nranks);
   const uint64_t chunk = chunkElems(d);
   const uint64_t chunks = numChunks(d.count, chunk);
   auto sendAll = [&](int peer, sched::BufId buf) {
     s.addPeer(peer);
     for (uint64_t c = 0; c < chunks; ++c) s.send(peer, elemRange(buf, chunkOf(all, chunk, c), es));
   };
-  auto foldAll = [&](int peer, sched::BufId from) {
+  auto recvReduceAll = [&](int peer, sched::BufId from) {
     s.addPeer(peer);
     for (uint64_t c = 0; c < chunks; ++c) {
       const Block part = chunkOf(all, chunk, c);
@@ -59,7 +52,7 @@ sched::Schedule buildRecursiveDoublingAllReduce(const sched::CollDesc& d, int ra
   };
 
   // The fold.
-  if (rank < 2 * extra && rank % 2 == 0) {
+  if (fold.sitsOut(rank)) {
     sendAll(rank + 1, kInput);
     s.addPeer(rank + 1);
     for (uint64_t c = 0; c < chunks; ++c)
@@ -67,18 +60,17 @@ sched::Schedule buildRecursiveDoublingAllReduce(const sched::CollDesc& d, int ra
     return s;
   }
   sched::BufId have = kInput;
-  if (rank < 2 * extra) {
-    foldAll(rank - 1, kInput);
+  if (fold.absorbs(rank)) {
+    recvReduceAll(rank - 1, kInput);
     have = kOutput;
   }
-  const int q = rank < 2 * extra ? rank / 2 : rank - extra;
-  auto realRank = [&](int nq) { return nq < extra ? 2 * nq + 1 : nq + extra; };
+  const int q = fold.newRank(rank);
 
   // The doubling. finalize() orders each reduce after the send that reads the same elements
   // and each receive into scratch after the reduce that read the previous step's.
   s.scratchBytes = d.count * es;
-  for (int mask = 1; mask < p; mask *= 2) {
-    const int peer = realRank(q ^ mask);
+  for (int mask = 1; mask < fold.p; mask *= 2) {
+    const int peer = fold.realRank(q ^ mask);
     sendAll(peer, have);
     for (uint64_t c = 0; c < chunks; ++c) {
       const Block part = chunkOf(all, chunk, c);
@@ -89,7 +81,7 @@ sched::Schedule buildRecursiveDoublingAllReduce(const sched::CollDesc& d, int ra
     have = kOutput;
   }
   // The unfold.
-  if (rank < 2 * extra) sendAll(rank - 1, kOutput);
+  if (fold.absorbs(rank)) sendAll(rank - 1, kOutput);
   return s;
 }
 

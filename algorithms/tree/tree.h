@@ -19,6 +19,23 @@ sched::Schedule buildRabenseifnerAllReduce(const sched::CollDesc& d, int rank, i
 sched::Schedule buildRecursiveDoublingAllReduce(const sched::CollDesc& d, int rank, int nranks);
 sched::Schedule buildDoubleTreeAllReduce(const sched::CollDesc& d, int rank, int nranks);
 
+// The fold of recursive halving / doubling on a rank count n that need not be a power of two:
+// p is the largest power of two <= n and extra = n - p. Among ranks 0..2 extra - 1 each even
+// rank hands its whole input to the odd rank above it and sits out until that rank hands back
+// the result; the p remaining ranks take new numbers 0..p-1 (odd r < 2 extra: r / 2; others:
+// r - extra) and run the power-of-two algorithm.
+struct PowerOfTwoFold {
+  int p = 1, extra = 0;
+  explicit PowerOfTwoFold(int nranks) {
+    while (p * 2 <= nranks) p *= 2;
+    extra = nranks - p;
+  }
+  bool sitsOut(int rank) const { return rank < 2 * extra && rank % 2 == 0; }
+  bool absorbs(int rank) const { return rank < 2 * extra && rank % 2 == 1; }
+  int newRank(int rank) const { return rank < 2 * extra ? rank / 2 : rank - extra; }
+  int realRank(int q) const { return q < extra ? 2 * q + 1 : q + extra; }
+};
+
 // One node of the binomial tree over n ranks numbered relative to the root (v = 0): its parent
 // (-1 at the root) and its children, largest subtree first.
 struct BinomialNode {
