@@ -691,13 +691,21 @@ sched::Schedule Communicator::buildInRingOrder(const AlgoInfo& algo, const sched
   const std::vector<int>& order = layout_->ringOrder();
   bool identity = true;
   for (int i = 0; i < nranks_; ++i) identity = identity && order[static_cast<size_t>(i)] == i;
+  // All-reduce, broadcast and reduce place nothing by rank: their schedules only need their
+  // peers renumbered. The ring all-gather and reduce-scatter also index one buffer by rank (the
+  // output's blocks, the input's blocks): built for ring positions, their block offsets are
+  // renumbered too. (The hierarchical ones read the hosts from hostOf and need neither; the
+  // one-sided ones run on one host, where the order only groups NUMA nodes.)
   const bool positional = d.coll == sched::Coll::kAllReduce || d.coll == sched::Coll::kBroadcast ||
                           d.coll == sched::Coll::kReduce;
-  if (identity || !positional) return algo::makeSchedule(algo, d, rank_, nranks_);
+  const bool blocked = (d.coll == sched::Coll::kAllGather || d.coll == sched::Coll::kReduceScatter) &&
+                       shortAlgoName(algo.name) == "ring";
+  if (identity || !(positional || blocked)) return algo::makeSchedule(algo, d, rank_, nranks_);
   std::vector<int> pos(static_cast<size_t>(nranks_));
   for (int i = 0; i < nranks_; ++i) pos[static_cast<size_t>(order[static_cast<size_t>(i)])] = i;
   sched::CollDesc v = d;
-  if (d.coll != sched::Coll::kAllReduce) v.root = pos[static_cast<size_t>(d.root)];
+  if (d.coll == sched::Coll::kBroadcast || d.coll == sched::Coll::kReduce)
+    v.root = pos[static_cast<size_t>(d.root)];
   if (!d.hostOf.empty())
     for (int i = 0; i < nranks_; ++i)
       v.hostOf[static_cast<size_t>(i)] = d.hostOf[static_cast<size_t>(order[static_cast<size_t>(i)])];
@@ -705,6 +713,22 @@ sched::Schedule Communicator::buildInRingOrder(const AlgoInfo& algo, const sched
   for (sched::Step& st : s.steps)
     if (st.peer >= 0) st.peer = order[static_cast<size_t>(st.peer)];
   for (int& p : s.peers) p = order[static_cast<size_t>(p)];
+  if (blocked) {
+    // Block k of the rank-indexed buffer (position k's) is rank order[k]'s. Ring steps never
+    // straddle blocks, so each range moves whole.
+    const sched::BufId indexed =
+        d.coll == sched::Coll::kAllGather ? sched::kOutput : sched::kInput;
+    const uint64_t block = d.count * d.elemSize;
+    auto move = [&](sched::Range& r) {
+      if (r.buf != indexed || block == 0 || r.bytes == 0) return;
+      const uint64_t k = r.offset / block, within = r.offset % block;
+      r.offset = static_cast<uint64_t>(order[static_cast<size_t>(k)]) * block + within;
+    };
+    for (sched::Step& st : s.steps) move(st.a), move(st.b), move(st.dst);
+    const int64_t mine = static_cast<int64_t>(static_cast<uint64_t>(rank_) * block);
+    if (s.inputInOutput >= 0) s.inputInOutput = mine;
+    if (s.outputInInput >= 0) s.outputInInput = mine;
+  }
   return s;
 }
 

@@ -4,8 +4,11 @@
 #include <chorus/chorus.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "tests/multiproc/harness.h"
@@ -31,7 +34,7 @@ void runHostCase(const HostCase& hc) {
     setenv("CHORUS_RANK", std::to_string(rank).c_str(), 1);
     setenv("CHORUS_NRANKS", std::to_string(nranks).c_str(), 1);
     setenv("CHORUS_JOB_SECRET", "00112233445566778899aabbccddeeff", 1);
-    setenv("CHORUS_ALGO", "allreduce:ring", 1);
+    setenv("CHORUS_ALGO", "allreduce:ring,allgather:ring,reducescatter:ring", 1);
     chorusComm_t comm = nullptr;
     RANK_OK(chorusCommInitFromEnv(&comm));
 
@@ -84,6 +87,60 @@ void runHostCase(const HostCase& hc) {
     RANK_CHECK(crossings == hc.hosts, "the ring crosses host boundaries " +
                                           std::to_string(crossings) + " times, expected " +
                                           std::to_string(hc.hosts));
+
+    // The ring all-gather and reduce-scatter place blocks by rank but run in the same ring
+    // order: right blocks in the right places, and again only the last rank of a host sends
+    // across hosts.
+    auto sentSince = [&](uint64_t* interBefore, uint64_t* intraBefore) {
+      chorusStats_t t{};
+      t.structSize = sizeof(t);
+      uint64_t i = 0, j = 0;
+      if (chorusCommGetStats(comm, &t) == chorusSuccess)
+        for (int k = 0; k < t.numTransports; ++k)
+          i += t.transports[k].bytesSentInterHost, j += t.transports[k].bytesSentIntraHost;
+      const std::pair<uint64_t, uint64_t> d{i - *interBefore, j - *intraBefore};
+      *interBefore = i, *intraBefore = j;
+      return d;
+    };
+    uint64_t i0 = 0, j0 = 0;
+    sentSince(&i0, &j0);
+    const size_t blk = 1 << 16;
+    std::vector<float> mine(blk), all(blk * static_cast<size_t>(nranks));
+    for (size_t i = 0; i < blk; ++i) mine[i] = static_cast<float>(rank * 1000 + static_cast<int>(i % 997));
+    RANK_OK(chorusAllGather(mine.data(), all.data(), blk, chorusFloat32, comm, nullptr));
+    for (int q = 0; q < nranks; ++q)
+      for (size_t i = 0; i < blk; i += 1013)
+        RANK_CHECK(all[static_cast<size_t>(q) * blk + i] ==
+                       static_cast<float>(q * 1000 + static_cast<int>(i % 997)),
+                   "all-gather block " + std::to_string(q) + " element " + std::to_string(i));
+    auto [agInter, agIntra] = sentSince(&i0, &j0);
+    std::vector<float> parts(blk * static_cast<size_t>(nranks)), sum(blk);
+    for (size_t i = 0; i < parts.size(); ++i) parts[i] = static_cast<float>((rank + 1) * static_cast<int>(i / blk + 1));
+    RANK_OK(chorusReduceScatter(parts.data(), sum.data(), blk, chorusFloat32, chorusSum, comm, nullptr));
+    for (size_t i = 0; i < blk; i += 1013)
+      RANK_CHECK(sum[i] == static_cast<float>(nranks * (nranks + 1) / 2 * (rank + 1)),
+                 "reduce-scatter element " + std::to_string(i) + " = " + std::to_string(sum[i]));
+    auto [rsInter, rsIntra] = sentSince(&i0, &j0);
+    // In place (NCCL's convention: the input is the rank's own block of the output, and the
+    // reduce-scatter's output its own block of the input).
+    std::vector<float> inPlace(blk * static_cast<size_t>(nranks), -1.0f);
+    std::copy(mine.begin(), mine.end(), inPlace.begin() + static_cast<std::ptrdiff_t>(rank * blk));
+    RANK_OK(chorusAllGather(inPlace.data() + rank * blk, inPlace.data(), blk, chorusFloat32, comm,
+                            nullptr));
+    RANK_CHECK(inPlace == all, "in-place all-gather differs from the out-of-place one");
+    RANK_OK(chorusReduceScatter(parts.data(), parts.data() + rank * blk, blk, chorusFloat32,
+                                chorusSum, comm, nullptr));
+    RANK_CHECK(std::equal(sum.begin(), sum.end(), parts.begin() + static_cast<std::ptrdiff_t>(rank * blk)),
+               "in-place reduce-scatter differs from the out-of-place one");
+    for (auto [what, x, y] : {std::tuple{"all-gather", agInter, agIntra},
+                              std::tuple{"reduce-scatter", rsInter, rsIntra}}) {
+      if (lastOfHost)
+        RANK_CHECK(x > blk && y < 4096, std::string(what) + ": the last rank of a host sends "
+                   "across hosts only: inter " + std::to_string(x) + " intra " + std::to_string(y));
+      else
+        RANK_CHECK(x < 4096 && y > blk, std::string(what) + ": other ranks send inside their "
+                   "host only: inter " + std::to_string(x) + " intra " + std::to_string(y));
+    }
     RANK_OK(chorusCommDestroy(comm));
     return "";
   }, {.deadlineSeconds = 90, .initComm = false});
