@@ -38,26 +38,28 @@ BinomialNode binomialNode(int v, int nranks) {
   return node;
 }
 
+BinomialNode binomialPeers(sched::Schedule& s, int rank, int root, int nranks) {
+  BinomialNode node = binomialNode(modRank(rank - root, nranks), nranks);
+  auto real = [&](int x) { return modRank(x + root, nranks); };
+  if (node.parent >= 0) s.addPeer(node.parent = real(node.parent));
+  for (int& ch : node.children) s.addPeer(ch = real(ch));
+  return node;
+}
+
 sched::Schedule buildBinomialBroadcast(const sched::CollDesc& d, int rank, int nranks) {
-  sched::Schedule s;
-  s.algo = "binomial";
-  if (d.inPlace) s.outputInInput = 0;
+  sched::Schedule s = sameSizeSchedule("binomial", d, nranks);
   const uint64_t es = d.elemSize;
-  const int v = modRank(rank - d.root, nranks);
-  const BinomialNode node = binomialNode(v, nranks);
-  auto real = [&](int x) { return modRank(x + d.root, nranks); };
-  if (node.parent >= 0) s.addPeer(real(node.parent));
-  for (int ch : node.children) s.addPeer(real(ch));
-  const bool isRoot = v == 0;
-  if (isRoot && !d.inPlace)
+  const BinomialNode node = binomialPeers(s, rank, d.root, nranks);
+  const bool isRoot = rank == d.root;
+  if (isRoot && !d.inPlace && nranks > 1)
     s.copy(elemRange(kInput, {0, d.count}, es), elemRange(kOutput, {0, d.count}, es));
 
   const uint64_t chunk = chunkElems(d);
   for (uint64_t c = 0; c < numChunks(d.count, chunk); ++c) {
     const Block part = chunkOf({0, d.count}, chunk, c);
     const sched::Range here = elemRange(isRoot ? kInput : kOutput, part, es);
-    if (!isRoot) s.recv(real(node.parent), here);
-    for (int ch : node.children) s.send(real(ch), here);
+    if (!isRoot) s.recv(node.parent, here);
+    for (int ch : node.children) s.send(ch, here);
   }
   return s;
 }

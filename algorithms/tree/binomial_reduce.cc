@@ -23,18 +23,10 @@ using sched::kInput;
 using sched::kOutput;
 
 sched::Schedule buildBinomialReduce(const sched::CollDesc& d, int rank, int nranks) {
-  sched::Schedule s;
-  s.algo = "binomial";
-  if (d.inPlace) s.outputInInput = 0;
+  sched::Schedule s = sameSizeSchedule("binomial", d, nranks);
   const uint64_t es = d.elemSize;
-  const int v = modRank(rank - d.root, nranks);
-  const BinomialNode node = binomialNode(v, nranks);
-  auto real = [&](int x) { return modRank(x + d.root, nranks); };
-  if (node.parent >= 0) s.addPeer(real(node.parent));
-  for (int ch : node.children) s.addPeer(real(ch));
-  const bool isRoot = v == 0;
-  if (nranks == 1 && !d.inPlace)
-    s.copy(elemRange(kInput, {0, d.count}, es), elemRange(kOutput, {0, d.count}, es));
+  const BinomialNode node = binomialPeers(s, rank, d.root, nranks);
+  const bool isRoot = rank == d.root;
 
   const uint64_t chunk = chunkElems(d);
   ScratchRing partials(std::min(chunk, d.count) * es);
@@ -45,10 +37,10 @@ sched::Schedule buildBinomialReduce(const sched::CollDesc& d, int rank, int nran
         isRoot ? elemRange(kOutput, part, es)
                : (node.children.empty() ? acc : partials.next(part.count * es));
     for (auto it = node.children.rbegin(); it != node.children.rend(); ++it) {
-      s.recvReduce(real(*it), acc, dst);
+      s.recvReduce(*it, acc, dst);
       acc = dst;
     }
-    if (!isRoot) s.send(real(node.parent), acc);
+    if (!isRoot) s.send(node.parent, acc);
   }
   s.scratchBytes = partials.end();
   return s;

@@ -43,6 +43,9 @@ struct BinomialNode {
   std::vector<int> children;
 };
 BinomialNode binomialNode(int v, int nranks);
+// `rank`'s node of the binomial tree rooted at `root`, in real ranks (v = rank - root mod n),
+// with its parent and children added to s.peers.
+BinomialNode binomialPeers(sched::Schedule& s, int rank, int root, int nranks);
 
 // A tree over m nodes 0..m-1: parent per node (-1 at the root), children per node.
 struct NodeTree {

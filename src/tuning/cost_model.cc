@@ -152,46 +152,40 @@ bool treeOrHierTraffic(Coll coll, std::string_view algo, double N, const CostInp
     t.workingSet = 2 * N;
     return true;
   }
-  if (algo == "rabenseifner" && coll == Coll::kAllReduce) {
-    // Halving and doubling over p = 2^floor(log2 n) ranks; with n > p the odd ranks of the
-    // fold also take in and give back the whole vector (the busiest ranks).
+  const bool halving = algo == "rabenseifner", doubling = algo == "recursive_doubling";
+  if ((halving || doubling) && coll == Coll::kAllReduce) {
+    // Over p = 2^floor(log2 n) ranks (PowerOfTwoFold in algorithms/tree/tree.h); with n > p
+    // the odd ranks of the fold also take in and give back the whole vector (the busiest).
     double p = 1;
     while (p * 2 <= n) p *= 2;
-    const bool fold = n > p;
-    const double steps = std::log2(p);
-    double messages = 0;  // each step sends and receives its window, halving and doubling
-    for (double j = 1, w = N / 2; j <= steps; ++j, w /= 2) messages += 4 * ceilDiv(w, c);
-    // Chunks of one step stream behind each other, as the ring's do.
-    const double C = ceilDiv(N / 2, c);
-    t.hops = C > 0 ? 2 * steps + (fold ? 2 : 0) + C - 1 : 0;
-    t.messages = messages + (fold ? 2 * ceilDiv(N, c) : 0);
+    const double F = n > p ? 1 : 0, steps = std::log2(p);
+    double crossing = 0;  // bytes one rank sends across hosts (contiguous hosts of L ranks:
+                          // partners at distance >= L are on other hosts)
+    if (halving) {
+      // Each halving and doubling step sends and receives its window; the chunks of one step
+      // stream behind each other, as the ring's do.
+      double messages = 0;
+      for (double j = 1, w = N / 2; j <= steps; ++j, w /= 2) messages += 4 * ceilDiv(w, c);
+      const double C = ceilDiv(N / 2, c);
+      t.hops = C > 0 ? 2 * steps + 2 * F + C - 1 : 0;
+      t.messages = messages + 2 * F * ceilDiv(N, c);
+      t.bytesIntra = 2 * (p - 1) / p * N + F * N;
+      t.reduceBytes = (p - 1) / p * N + F * N;
+      crossing = std::max(0.0, 2 * (p - L) / p * N);
+    } else {
+      // log2 p exchanges of the whole vector.
+      const double C = ceilDiv(N, c);
+      t.hops = C > 0 ? steps + 2 * F + C - 1 : 0;
+      t.messages = (2 * steps + 2 * F) * C;
+      t.bytesIntra = (steps + F) * N;
+      t.reduceBytes = (steps + F) * N;
+      crossing = std::max(0.0, steps - std::log2(std::min(L, p))) * N;
+    }
+    if (!multiHost) crossing = 0;
     t.waits = t.messages / 2;
-    t.headerPeers = steps + (fold ? 1 : 0);
-    t.bytesIntra = 2 * (p - 1) / p * N + (fold ? N : 0);
-    // Contiguous hosts of L ranks: partners at distance >= L are on other hosts.
-    const double crossing = multiHost ? std::max(0.0, 2 * (p - L) / p * N) : 0;
+    t.headerPeers = steps + F;
     t.bytesNic = L * crossing;
     t.interShare = t.bytesIntra > 0 ? crossing / t.bytesIntra : 0;
-    t.reduceBytes = (p - 1) / p * N + (fold ? N : 0);
-    t.workingSet = 2 * N;
-    return true;
-  }
-  if (algo == "recursive_doubling" && coll == Coll::kAllReduce) {
-    // log2 p exchanges of the whole vector; the folded pairs add one in and one out.
-    double p = 1;
-    while (p * 2 <= n) p *= 2;
-    const bool fold = n > p;
-    const double steps = std::log2(p), C = ceilDiv(N, c);
-    t.hops = C > 0 ? steps + (fold ? 2 : 0) + C - 1 : 0;
-    t.messages = (2 * steps + (fold ? 2 : 0)) * C;
-    t.waits = t.messages / 2;
-    t.headerPeers = steps + (fold ? 1 : 0);
-    t.bytesIntra = (steps + (fold ? 1 : 0)) * N;
-    // Contiguous hosts of L ranks: the steps at distance >= L cross.
-    const double crossing = multiHost ? std::max(0.0, steps - std::log2(std::min(L, p))) * N : 0;
-    t.bytesNic = L * crossing;
-    t.interShare = t.bytesIntra > 0 ? crossing / t.bytesIntra : 0;
-    t.reduceBytes = (steps + (fold ? 1 : 0)) * N;
     t.workingSet = 2 * N;
     return true;
   }
