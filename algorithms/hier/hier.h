@@ -34,6 +34,12 @@ struct HostGroups {
   // The rank at position `loc` of host `h`, hosts counted modulo numHosts() (so h - 1 and
   // h + 1 are the neighbours on a rail's ring).
   int at(int h, int loc) const;
+  // `rank`'s neighbours on its rail's ring across hosts (same local rank, hosts h + 1 and
+  // h - 1), added to s.peers.
+  struct RailRing {
+    int next, prev;
+  };
+  RailRing addRailRing(sched::Schedule& s, int rank) const;
   // Adds every other rank of `rank`'s host to s.peers.
   void addHostPeers(sched::Schedule& s, int rank) const;
 };

@@ -44,9 +44,8 @@ sched::Schedule buildHierAllGather(const sched::CollDesc& d, int rank, int nrank
   const int H = g.numHosts();
   const int L = g.perHost();
   const int h = g.hostOf(rank), l = g.localOf(rank);
-  const int next = g.at(h + 1, l), prev = g.at(h - 1, l);
-  s.addPeer(next);
-  s.addPeer(prev);
+  const HostGroups::RailRing rail = g.addRailRing(s, rank);
+  const int next = rail.next, prev = rail.prev;
   g.addHostPeers(s, rank);
 
   const uint64_t chunk = chunkElems(d);

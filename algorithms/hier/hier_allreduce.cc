@@ -49,9 +49,8 @@ sched::Schedule buildHierAllReduce(const sched::CollDesc& d, int rank, int nrank
   const int L = g.perHost();
   const int h = g.hostOf(rank), l = g.localOf(rank);
   g.addHostPeers(s, rank);
-  const int next = g.at(h + 1, l), prev = g.at(h - 1, l);
-  s.addPeer(next);
-  s.addPeer(prev);
+  const HostGroups::RailRing rail = g.addRailRing(s, rank);
+  const int next = rail.next, prev = rail.prev;
 
   auto slice = [&](int j) { return evenBlock(d.count, L, j); };
   const Block mine = slice(l);

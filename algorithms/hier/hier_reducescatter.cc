@@ -47,9 +47,8 @@ sched::Schedule buildHierReduceScatter(const sched::CollDesc& d, int rank, int n
   const int L = g.perHost();
   const int h = g.hostOf(rank), l = g.localOf(rank);
   g.addHostPeers(s, rank);
-  const int next = g.at(h + 1, l), prev = g.at(h - 1, l);
-  s.addPeer(next);
-  s.addPeer(prev);
+  const HostGroups::RailRing rail = g.addRailRing(s, rank);
+  const int next = rail.next, prev = rail.prev;
 
   const uint64_t chunk = chunkElems(d);
   auto inputBlock = [&](int owner, Block part) {

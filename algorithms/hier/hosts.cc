@@ -24,6 +24,14 @@ void HostGroups::addHostPeers(sched::Schedule& s, int rank) const {
     if (r != rank) s.addPeer(r);
 }
 
+HostGroups::RailRing HostGroups::addRailRing(sched::Schedule& s, int rank) const {
+  const int h = hostOf(rank), l = localOf(rank);
+  const RailRing ring{at(h + 1, l), at(h - 1, l)};
+  s.addPeer(ring.next);
+  s.addPeer(ring.prev);
+  return ring;
+}
+
 sched::Schedule asHier(sched::Schedule flat) {
   flat.algo = "hier";
   return flat;
