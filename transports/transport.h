@@ -26,7 +26,8 @@
 #include <string_view>
 #include <vector>
 
-#include "src/core/status.h"
+#include "src/base/futex.h"
+#include "src/base/status.h"
 
 namespace chorus {
 
@@ -57,13 +58,6 @@ struct Reach {
 // Opaque handle of one posted send or receive, valid on the connection that made it.
 struct Op {
   uint64_t id = 0;
-};
-
-// A 32-bit word in shared memory whose change from `value` means progress may be possible: a
-// blocked waiter sleeps on it with a futex (transports without file descriptors).
-struct WaitWord {
-  const std::atomic<uint32_t>* addr = nullptr;
-  uint32_t value = 0;
 };
 
 // Bytes moved by one connection; the communicator adds them up per transport and host class.

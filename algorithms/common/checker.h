@@ -49,7 +49,7 @@
 #include <span>
 
 #include "algorithms/common/schedule.h"
-#include "src/core/status.h"
+#include "src/base/status.h"
 
 namespace chorus::sched {
 

@@ -16,8 +16,8 @@
 #include "src/bootstrap/store.h"
 #include "src/bootstrap/unique_id.h"
 #include "src/core/communicator.h"
-#include "src/core/config.h"
-#include "src/core/logging.h"
+#include "src/base/config.h"
+#include "src/base/logging.h"
 
 using chorus::CollArgs;
 using chorus::Communicator;

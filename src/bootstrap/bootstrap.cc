@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "src/bootstrap/wire.h"
-#include "src/core/logging.h"
+#include "src/base/logging.h"
 
 namespace chorus::bootstrap {
 namespace {

@@ -23,7 +23,7 @@
 
 #include "src/bootstrap/store.h"
 #include "src/bootstrap/unique_id.h"
-#include "src/core/status.h"
+#include "src/base/status.h"
 
 namespace chorus::bootstrap {
 

@@ -7,8 +7,8 @@
 #include <string_view>
 #include <vector>
 
-#include "src/core/config.h"
-#include "src/core/logging.h"
+#include "src/base/config.h"
+#include "src/base/logging.h"
 
 namespace chorus::bootstrap {
 namespace {

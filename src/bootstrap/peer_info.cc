@@ -7,7 +7,7 @@
 
 #include "src/bootstrap/unique_id.h"
 #include "src/bootstrap/wire.h"
-#include "src/core/config.h"
+#include "src/base/config.h"
 
 namespace chorus::bootstrap {
 namespace {

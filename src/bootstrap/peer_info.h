@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "src/core/status.h"
+#include "src/base/status.h"
 #include "transports/transport.h"
 
 namespace chorus::bootstrap {

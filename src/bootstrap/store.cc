@@ -16,8 +16,8 @@
 #include <utility>
 
 #include "src/bootstrap/wire.h"
-#include "src/core/config.h"
-#include "src/core/logging.h"
+#include "src/base/config.h"
+#include "src/base/logging.h"
 
 namespace chorus::bootstrap {
 namespace {

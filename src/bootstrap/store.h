@@ -33,8 +33,8 @@
 #include <vector>
 
 #include "src/bootstrap/unique_id.h"
-#include "src/core/socket_util.h"
-#include "src/core/status.h"
+#include "src/base/socket_util.h"
+#include "src/base/status.h"
 
 namespace chorus::bootstrap {
 

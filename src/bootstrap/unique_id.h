@@ -23,8 +23,8 @@
 
 #include <chorus/chorus.h>
 
-#include "src/core/socket_util.h"
-#include "src/core/status.h"
+#include "src/base/socket_util.h"
+#include "src/base/status.h"
 
 namespace chorus::bootstrap {
 

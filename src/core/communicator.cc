@@ -18,9 +18,9 @@
 #include "src/bootstrap/bootstrap.h"
 #include "src/bootstrap/peer_info.h"
 #include "src/bootstrap/unique_id.h"
-#include "src/core/config.h"
-#include "src/core/logging.h"
-#include "src/core/socket_util.h"
+#include "src/base/config.h"
+#include "src/base/logging.h"
+#include "src/base/socket_util.h"
 #include "transports/shm/shm_transport.h"
 #include "transports/tcp/tcp_transport.h"
 

@@ -7,8 +7,8 @@
 #include <cstring>
 
 #include "algorithms/kernels/reduce.h"
-#include "src/core/futex.h"
-#include "src/core/logging.h"
+#include "src/base/futex.h"
+#include "src/base/logging.h"
 
 namespace chorus {
 namespace {

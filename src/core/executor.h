@@ -31,7 +31,7 @@
 
 #include "algorithms/common/schedule.h"
 #include "algorithms/kernels/dtype.h"
-#include "src/core/status.h"
+#include "src/base/status.h"
 #include "transports/transport.h"
 
 namespace chorus {

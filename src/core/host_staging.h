@@ -43,7 +43,7 @@
 #include "algorithms/kernels/dtype.h"
 #include "algorithms/kernels/reduce_ops.h"
 #include "src/core/executor.h"
-#include "src/core/status.h"
+#include "src/base/status.h"
 #include "transports/shm/segment.h"
 
 namespace chorus {

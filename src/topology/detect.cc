@@ -39,8 +39,8 @@
 
 #include "src/bootstrap/peer_info.h"
 #include "src/bootstrap/unique_id.h"
-#include "src/core/config.h"
-#include "src/core/logging.h"
+#include "src/base/config.h"
+#include "src/base/logging.h"
 
 namespace chorus::topo {
 namespace {

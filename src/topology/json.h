@@ -49,7 +49,7 @@
 #include <string>
 #include <string_view>
 
-#include "src/core/status.h"
+#include "src/base/status.h"
 #include "src/topology/system.h"
 
 namespace chorus::topo {

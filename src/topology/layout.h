@@ -22,7 +22,7 @@
 #include <string_view>
 #include <vector>
 
-#include "src/core/status.h"
+#include "src/base/status.h"
 
 namespace chorus::topo {
 

@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "src/core/logging.h"
+#include "src/base/logging.h"
 
 namespace chorus::topo {
 namespace {

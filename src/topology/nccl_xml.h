@@ -34,7 +34,7 @@
 #include <string_view>
 #include <vector>
 
-#include "src/core/status.h"
+#include "src/base/status.h"
 #include "src/topology/system.h"
 
 namespace chorus::topo {

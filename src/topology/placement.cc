@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "src/bootstrap/peer_info.h"
-#include "src/core/config.h"
-#include "src/core/logging.h"
+#include "src/base/config.h"
+#include "src/base/logging.h"
 #include "src/topology/detect.h"
 #include "src/topology/json.h"
 #include "src/topology/nccl_xml.h"

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "src/core/status.h"
+#include "src/base/status.h"
 #include "src/topology/system.h"
 
 namespace chorus::topo {

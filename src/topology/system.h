@@ -27,7 +27,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "src/core/status.h"
+#include "src/base/status.h"
 
 namespace chorus::topo {
 

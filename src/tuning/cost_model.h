@@ -42,7 +42,7 @@
 
 #include "algorithms/common/schedule.h"
 #include "algorithms/registry.h"
-#include "src/core/status.h"
+#include "src/base/status.h"
 
 namespace chorus::topo {
 class Layout;

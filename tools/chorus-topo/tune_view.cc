@@ -7,7 +7,7 @@
 #include <sstream>
 #include <vector>
 
-#include "src/core/config.h"
+#include "src/base/config.h"
 #include "tools/chorus-topo/report.h"
 
 namespace chorus::topo_tool {

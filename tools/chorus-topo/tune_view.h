@@ -29,7 +29,7 @@
 #include <CLI/CLI.hpp>
 
 #include "algorithms/registry.h"
-#include "src/core/status.h"
+#include "src/base/status.h"
 #include "src/topology/layout.h"
 #include "src/topology/system.h"
 #include "src/tuning/cost_model.h"

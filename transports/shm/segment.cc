@@ -12,7 +12,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "src/core/logging.h"
+#include "src/base/logging.h"
 
 namespace chorus::shm {
 namespace {

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <string>
 
-#include "src/core/status.h"
+#include "src/base/status.h"
 
 namespace chorus::shm {
 

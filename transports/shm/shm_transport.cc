@@ -7,8 +7,8 @@
 #include <mutex>
 #include <thread>
 
-#include "src/core/config.h"
-#include "src/core/logging.h"
+#include "src/base/config.h"
+#include "src/base/logging.h"
 #include "transports/shm/segment.h"
 #include "transports/shm/shm_connection.h"
 

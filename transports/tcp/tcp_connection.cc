@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "src/core/logging.h"
+#include "src/base/logging.h"
 
 namespace chorus::tcp {
 namespace {

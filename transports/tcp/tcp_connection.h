@@ -18,7 +18,7 @@
 #include <deque>
 #include <string>
 
-#include "src/core/socket_util.h"
+#include "src/base/socket_util.h"
 #include "transports/tcp/wire.h"
 #include "transports/transport.h"
 

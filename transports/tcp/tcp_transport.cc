@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "src/core/config.h"
-#include "src/core/logging.h"
+#include "src/base/config.h"
+#include "src/base/logging.h"
 #include "transports/tcp/tcp_connection.h"
 #include "transports/tcp/wire.h"
 

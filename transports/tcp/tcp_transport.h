@@ -26,7 +26,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "src/core/socket_util.h"
+#include "src/base/socket_util.h"
 #include "transports/transport.h"
 
 namespace chorus {

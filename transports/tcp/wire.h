@@ -18,8 +18,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "src/core/socket_util.h"
-#include "src/core/status.h"
+#include "src/base/socket_util.h"
+#include "src/base/status.h"
 #include "transports/transport.h"
 
 namespace chorus::tcp {

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "src/core/socket_util.h"
+#include "src/base/socket_util.h"
 
 namespace chorus::bootstrap::testing {
 

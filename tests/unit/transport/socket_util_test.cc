@@ -1,6 +1,6 @@
 // Socket helpers: address parsing, interface selection, and the deadline-bounded primitives.
 // Loopback addresses only.
-#include "src/core/socket_util.h"
+#include "src/base/socket_util.h"
 
 #include <arpa/inet.h>
 #include <sys/socket.h>

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "src/core/socket_util.h"
+#include "src/base/socket_util.h"
 #include "transports/tcp/tcp_transport.h"
 
 namespace {

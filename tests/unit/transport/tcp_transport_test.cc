@@ -18,7 +18,7 @@
 
 #include <gtest/gtest.h>
 
-#include "src/core/socket_util.h"
+#include "src/base/socket_util.h"
 
 namespace chorus {
 namespace {

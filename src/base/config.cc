@@ -1,9 +1,9 @@
-#include "src/core/config.h"
+#include "src/base/config.h"
 
 #include <cstdlib>
 #include <cstring>
 
-#include "src/core/logging.h"
+#include "src/base/logging.h"
 
 namespace chorus::config {
 namespace {

@@ -1,4 +1,4 @@
-#include "src/core/logging.h"
+#include "src/base/logging.h"
 
 #include <unistd.h>
 
@@ -8,7 +8,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "src/core/config.h"
+#include "src/base/config.h"
 
 namespace chorus::log {
 namespace {

@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "src/core/status.h"
+#include "src/base/status.h"
 
 namespace chorus::config {
 

@@ -1,4 +1,4 @@
-#include "src/core/futex.h"
+#include "src/base/futex.h"
 
 #include <linux/futex.h>
 #include <sys/syscall.h>

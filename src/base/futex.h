@@ -9,7 +9,16 @@
 #include <cstdint>
 #include <span>
 
-#include "transports/transport.h"
+namespace chorus {
+
+// A 32-bit word in shared memory whose change from `value` means progress may be possible: a
+// blocked waiter sleeps on it with a futex (transports without file descriptors).
+struct WaitWord {
+  const std::atomic<uint32_t>* addr = nullptr;
+  uint32_t value = 0;
+};
+
+}  // namespace chorus
 
 namespace chorus::futex {
 

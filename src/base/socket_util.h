@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "src/core/status.h"
+#include "src/base/status.h"
 
 namespace chorus::net {
 

@@ -1,4 +1,4 @@
-#include "src/core/status.h"
+#include "src/base/status.h"
 
 #include <cerrno>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "src/core/socket_util.h"
+#include "src/base/socket_util.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -17,7 +17,7 @@
 #include <cstring>
 #include <thread>
 
-#include "src/core/config.h"
+#include "src/base/config.h"
 
 namespace chorus::net {
 namespace {
