@@ -1,144 +1,147 @@
 #include "algorithms/registry.h"
 
-#include "algorithms/alltoall/alltoall.h"
-#include "algorithms/barrier/barrier.h"
-#include "algorithms/direct/direct.h"
-#include "algorithms/hier/hier.h"
-#include "algorithms/ring/ring.h"
-#include "algorithms/tree/tree.h"
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <vector>
 
 namespace chorus::algo {
 
-using sched::Coll;
-
 namespace {
 
-constexpr AlgoInfo kAlgorithms[] = {
-    {Coll::kAllReduce, "ring", "ring reduce-scatter then ring all-gather, chunk-pipelined",
-     &buildRingAllReduce},
-    {Coll::kAllReduce, "oneshot", "every rank sends its input to all, then reduces locally in rank order",
-     &buildOneShotAllReduce},
-    {Coll::kReduceScatter, "ring", "ring of n-1 reduce steps, partials in bounded scratch",
-     &buildRingReduceScatter},
-    {Coll::kAllGather, "ring", "ring of n-1 forwarding steps, received straight into the output",
-     &buildRingAllGather},
-    {Coll::kBroadcast, "chain", "pipelined chain root -> root+1 -> ... chunk by chunk",
-     &buildChainBroadcast},
-    {Coll::kReduce, "chain", "pipelined chain root+1 -> ... -> root, reducing chunk by chunk",
-     &buildChainReduce},
-    {Coll::kAllToAll, "pairwise", "n-1 steps, step s sends to r+s and receives from r-s",
-     &buildPairwiseAllToAll},
-    {Coll::kAllToAllv, "pairwise", "pairwise exchange with per-peer counts and displacements",
-     &buildPairwiseAllToAllv},
-    {Coll::kGather, "linear", "every rank sends its block straight to the root",
-     &buildLinearGather},
-    {Coll::kScatter, "linear", "the root sends each rank its block directly",
-     &buildLinearScatter},
-    {Coll::kBarrier, "dissemination", "ceil(log2 n) rounds of 1-byte tokens to r+2^k",
-     &buildDisseminationBarrier},
-    // One-sided (Schedule::needsOneSided()): only for transports that can read peer memory.
-    {Coll::kAllReduce, "twoshot",
-     "one-sided: each rank reduces its slice from all inputs, then reads every reduced slice",
-     &buildTwoShotAllReduce},
-    {Coll::kReduceScatter, "direct", "one-sided: each rank reduces its block from all inputs",
-     &buildDirectReduceScatter},
-    {Coll::kAllGather, "direct", "one-sided: each rank reads every input into its output",
-     &buildDirectAllGather},
-    {Coll::kBroadcast, "direct", "one-sided: every rank reads the root's input",
-     &buildDirectBroadcast},
-    {Coll::kReduce, "direct",
-     "one-sided: each rank reduces its slice from all inputs, the root reads the slices",
-     &buildDirectReduce},
-    {Coll::kAllToAll, "direct", "one-sided: each rank reads its block of every input",
-     &buildDirectAllToAll},
-    {Coll::kGather, "direct", "one-sided: the root reads every rank's input",
-     &buildDirectGather},
-    {Coll::kScatter, "direct", "one-sided: every rank reads its block of the root's input",
-     &buildDirectScatter},
-    // Trees and host-aware schedules (CollDesc::hostOf); appended so that the first entry of
-    // each collective, the fallback default, stays the same.
-    {Coll::kAllReduce, "tree",
-     "double binary tree over host leaders (chains inside hosts), half the data per tree",
-     &buildDoubleTreeAllReduce},
-    {Coll::kAllReduce, "rabenseifner",
-     "recursive halving reduce-scatter + recursive doubling all-gather, extra ranks folded",
-     &buildRabenseifnerAllReduce},
-    {Coll::kAllReduce, "recursive_doubling",
-     "log2 n exchanges of the whole vector with partners 1, 2, 4, ... apart, extra ranks folded",
-     &buildRecursiveDoublingAllReduce},
-    {Coll::kAllReduce, "hier",
-     "intra-host reduce-scatter, ring all-reduce across hosts per rail, intra-host all-gather",
-     &buildHierAllReduce},
-    {Coll::kBroadcast, "binomial", "binomial tree from the root, chunk-pipelined",
-     &buildBinomialBroadcast},
-    {Coll::kBroadcast, "hier",
-     "scatter in the root's host, chain across hosts per rail, all-gather in each host",
-     &buildHierBroadcast},
-    {Coll::kReduce, "binomial", "binomial tree to the root, chunk-pipelined, partials in scratch",
-     &buildBinomialReduce},
-    {Coll::kAllGather, "hier", "ring all-gather across hosts per rail, then exchange inside hosts",
-     &buildHierAllGather},
-    {Coll::kReduceScatter, "hier",
-     "reduce onto the rails inside each host, then ring reduce-scatter across hosts per rail",
-     &buildHierReduceScatter},
-    {Coll::kAllToAll, "hier",
-     "2-hop: regroup by destination host inside each host, then one exchange per rail",
-     &buildHierAllToAll},
+struct Registry {
+  std::mutex mu;
+  std::vector<const AlgoInfo*> entries;
+  bool sorted = true;
 };
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+// The registry's sorted entries. Registrations all happen during static initialization, before
+// any lookup, so the list is sorted once and never changes afterwards.
+const std::vector<const AlgoInfo*>& entries() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  if (!r.sorted) {
+    std::sort(r.entries.begin(), r.entries.end(), [](const AlgoInfo* a, const AlgoInfo* b) {
+      if (a->coll != b->coll) return a->coll < b->coll;
+      if (a->tiePriority != b->tiePriority) return a->tiePriority < b->tiePriority;
+      return std::strcmp(a->name, b->name) < 0;
+    });
+    r.sorted = true;
+  }
+  return r.entries;
+}
 
 }  // namespace
 
-std::span<const AlgoInfo> allAlgorithms() { return kAlgorithms; }
+const char* needsName(Needs n) {
+  switch (n) {
+    case Needs::kMessages: return "messages";
+    case Needs::kOneSided: return "one-sided reads";
+    case Needs::kHostWindow: return "the host window";
+  }
+  return "?";
+}
 
-const AlgoInfo* findAlgorithm(Coll coll, std::string_view name) {
+Registration::Registration(const AlgoInfo& info) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  // Entries live as long as the program: keep a copy, since `info` is a temporary.
+  r.entries.push_back(new AlgoInfo(info));
+  r.sorted = false;
+}
+
+std::span<const AlgoInfo* const> allAlgorithms() { return entries(); }
+
+const AlgoInfo* findAlgorithm(sched::Coll coll, std::string_view name) {
   const std::string_view prefix = sched::collName(coll);
   if (name.size() > prefix.size() && name.substr(0, prefix.size()) == prefix &&
       name[prefix.size()] == ':')
     name.remove_prefix(prefix.size() + 1);
-  for (const AlgoInfo& a : kAlgorithms)
-    if (a.coll == coll && name == a.name) return &a;
+  for (const AlgoInfo* a : entries())
+    if (a->coll == coll && name == a->name) return a;
   return nullptr;
 }
 
-// The selection rule until the topology-aware tuner exists.
-//
-// Without shared memory: each collective's first registered algorithm, except all-reduce of
-// small messages on few ranks, which is latency-bound and takes one step with one-shot instead of
-// 2(n-1) with the ring (measured over TCP on 2 cores: 8 B, 2 ranks, 26 us ring vs 13 us one-shot).
-//
-// All ranks on one host with cross-memory attach (docs/performance.md has the measurements):
-// all-reduces that fit the staging slots run one-shot through them; larger ones two-shot, which
-// reads each input byte once and writes each output byte once (through the staging segment's
-// round areas when it has them — at every size faster than over cross-memory attach, whose
-// page pinning costs more than the extra copy —, else over cross-memory attach); the other collectives read
-// directly from their peers once a message is large enough that one process_vm_readv per peer
-// beats copying through the rings (kDirectMinBytes).
-const AlgoInfo* defaultAlgorithm(Coll coll, const sched::CollDesc& d, const Platform& p) {
-  const uint64_t bytes = d.count * d.elemSize;
-  const int n = p.nranks;
-  if (coll == Coll::kAllReduce && n > 1) {
-    if (p.stagingBytes > 0 && bytes <= p.stagingBytes) return findAlgorithm(coll, "oneshot");
-    if (p.oneSided || p.stagedTwoShot) return findAlgorithm(coll, "twoshot");
-    if (n <= 16 && bytes <= kOneShotMaxBytes) return findAlgorithm(coll, "oneshot");
-  }
-  if (p.oneSided && n > 1 && coll != Coll::kBarrier && coll != Coll::kAllToAllv &&
-      bytes >= kDirectMinBytes) {
-    if (const AlgoInfo* a = findAlgorithm(coll, "direct")) return a;
-  }
-  for (const AlgoInfo& a : kAlgorithms)
-    if (a.coll == coll) return &a;
-  return nullptr;
+uint16_t algorithmIndex(const AlgoInfo* a) {
+  const auto& all = entries();
+  auto it = std::find(all.begin(), all.end(), a);
+  return it == all.end() ? kNoAlgorithm : static_cast<uint16_t>(it - all.begin());
 }
 
-const AlgoInfo* defaultAlgorithm(Coll coll, const sched::CollDesc& d, int nranks) {
-  Platform p;
-  p.nranks = nranks;
-  return defaultAlgorithm(coll, d, p);
+const AlgoInfo* algorithmAt(uint16_t index) {
+  const auto& all = entries();
+  return index < all.size() ? all[index] : nullptr;
+}
+
+bool needsMet(const AlgoInfo& a, const Platform& p, const char** why) {
+  if (p.nranks <= 1) return true;  // every algorithm is a local copy on one rank
+  switch (a.needs) {
+    case Needs::kMessages: return true;
+    case Needs::kOneSided:
+      if (p.oneSided) return true;
+      *why = "needs one-sided reads of every peer (shared memory with cross-memory attach)";
+      return false;
+    case Needs::kHostWindow:
+      if (p.window.present()) return true;
+      *why = "needs the host window (every rank on one host, over shared memory)";
+      return false;
+  }
+  return false;
 }
 
 sched::Schedule makeSchedule(const AlgoInfo& algo, const sched::CollDesc& d, int rank,
                              int nranks) {
   sched::Schedule s = algo.build(d, rank, nranks);
+  s.finalize();
+  return s;
+}
+
+// Built for ring positions, then renumbered back: a builder's rank p is the rank at ring
+// position p. All-reduce, broadcast and reduce place nothing by rank, so only peers (and the
+// root) move; the ring all-gather and reduce-scatter also index one buffer by rank (the
+// output's blocks, the input's blocks), and their block offsets move with the ranks (ring
+// steps never straddle a block, so each range moves whole).
+sched::Schedule makeScheduleInOrder(const AlgoInfo& algo, const sched::CollDesc& d, int rank,
+                                    int nranks, std::span<const int> order) {
+  bool identity = order.size() != static_cast<size_t>(nranks);
+  if (!identity) {
+    identity = true;
+    for (int i = 0; i < nranks; ++i) identity = identity && order[static_cast<size_t>(i)] == i;
+  }
+  if (identity || algo.order == RankOrder::kByRank) return makeSchedule(algo, d, rank, nranks);
+  std::vector<int> pos(static_cast<size_t>(nranks));
+  for (int i = 0; i < nranks; ++i) pos[static_cast<size_t>(order[static_cast<size_t>(i)])] = i;
+  sched::CollDesc v = d;
+  if (d.coll == sched::Coll::kBroadcast || d.coll == sched::Coll::kReduce ||
+      d.coll == sched::Coll::kGather || d.coll == sched::Coll::kScatter)
+    v.root = pos[static_cast<size_t>(d.root)];
+  if (d.hostOf.size() == static_cast<size_t>(nranks))
+    for (int i = 0; i < nranks; ++i)
+      v.hostOf[static_cast<size_t>(i)] = d.hostOf[static_cast<size_t>(order[static_cast<size_t>(i)])];
+  sched::Schedule s = algo.build(v, pos[static_cast<size_t>(rank)], nranks);
+  for (sched::Step& st : s.steps)
+    if (st.peer >= 0) st.peer = order[static_cast<size_t>(st.peer)];
+  for (int& p : s.peers) p = order[static_cast<size_t>(p)];
+  if (algo.order == RankOrder::kRingBlocks) {
+    // Block k of the rank-indexed buffer (position k's) is rank order[k]'s.
+    const sched::BufId indexed =
+        d.coll == sched::Coll::kAllGather ? sched::kOutput : sched::kInput;
+    const uint64_t block = d.count * d.elemSize;
+    auto move = [&](sched::Range& r) {
+      if (r.buf != indexed || block == 0 || r.bytes == 0) return;
+      const uint64_t k = r.offset / block, within = r.offset % block;
+      r.offset = static_cast<uint64_t>(order[static_cast<size_t>(k)]) * block + within;
+    };
+    for (sched::Step& st : s.steps) move(st.a), move(st.b), move(st.dst);
+    const int64_t mine = static_cast<int64_t>(static_cast<uint64_t>(rank) * block);
+    if (s.inputInOutput >= 0) s.inputInOutput = mine;
+    if (s.outputInInput >= 0) s.outputInInput = mine;
+  }
   s.finalize();
   return s;
 }

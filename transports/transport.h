@@ -1,10 +1,12 @@
 // The transport contract: how to reach one peer, and nothing about collectives.
 //
-// A Transport is created per communicator. At init every rank calls listen() and the resulting
-// EndpointBlob travels to all peers inside PeerInfo (bootstrap all-gather). When the executor
-// first needs peer p, the communicator picks the transport with the best canConnect() score and
-// calls connect(p, p's blob). Both sides of a pair call connect() for each other; the transport
-// decides internally who dials and who accepts, and must not deadlock when both call it at once.
+// A transport kind registers a factory (CHORUS_REGISTER_TRANSPORT, in its own folder); the
+// communicator creates one Transport of every registered kind the job allows (CHORUS_TRANSPORT)
+// and never names one. At init every rank calls listen() and the resulting EndpointBlob travels
+// to all peers in the bootstrap record. For each peer the communicator takes the transport with
+// the best canConnect() score and calls connect(p, p's blob). Both sides of a pair call
+// connect() for each other; the transport decides internally who dials and who accepts, and
+// must not deadlock when both call it at once.
 //
 // A Connection is ordered and reliable in each direction. Messages are matched in FIFO order:
 // the k-th postSend on one side meets the k-th postRecv on the other, and their sizes and tags
@@ -12,109 +14,252 @@
 // test() never blocks and drives the connection's progress. cancel() fails every outstanding op
 // with `why` and tells the peer (best effort), whose ops then fail with `why`'s code
 // (kInvalidUsage stays kInvalidUsage, everything else becomes kRemoteError) and its message.
-// A closed peer (EOF, reset) fails outstanding and future ops with kRemoteError naming the peer.
+// A closed peer (EOF, reset) fails outstanding and future ops with kRemoteError naming the peer
+// — but only those its delivered messages cannot complete: a peer that sent everything and
+// left has not failed anyone (peerGone() says the same for peers whose end is not seen on the
+// connection itself, such as a shared-memory peer whose process is gone).
+//
+// One-sided access. A transport whose connections can read peer memory (caps().oneSidedRead)
+// names memory with a MemHandle: the owner's connection expose()s a local range (an address
+// for cross-memory attach; a registration's rkey for UCX and ibverbs; an IPC handle for CUDA),
+// the handle travels to the peer, and the peer's connection read()s through it.
+//
+// The host window. A transport with caps().hostWindow can create, for a communicator whose
+// ranks all share one host, a HostWindow: memory every rank maps, a region per rank, and the
+// words ranks signal each other through. Window algorithms (algorithms/direct/*_staged.cc) run
+// on it without messages or system calls; see algorithms/common/schedule.h.
 #pragma once
 
 #include <poll.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <map>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "src/base/futex.h"
+#include "src/base/socket_util.h"
 #include "src/base/status.h"
+#include "src/cost/cost_model.h"
 
 namespace chorus {
 
 using Tag = uint64_t;
 using EndpointBlob = std::vector<uint8_t>;
 
-// What every rank tells every other at init (serialized by the bootstrap).
-struct PeerInfo {
+/// What a transport may know of a rank: where its process runs (from the bootstrap record).
+struct PeerIdentity {
   int rank = -1;
-  uint64_t hostId = 0;     // equal for ranks on the same host (boot id + hostname, or CHORUS_HOST_ID)
+  uint64_t hostId = 0;        ///< equal for ranks on the same host
   int32_t pid = 0;
-  uint64_t pidNamespace = 0;  // inode of /proc/self/ns/pid: pid liveness checks need the same one
-  std::string hostname;
-  // Where the rank runs on its host (src/topology/layout.h): NUMA node of its CPU affinity,
-  // CUDA device, nearest NIC (index among the host's NICs); -1 when unknown or none.
-  int32_t numa = -1;
-  int32_t gpu = -1;
-  int32_t nic = -1;
-  std::map<std::string, EndpointBlob> endpoints;  // transport name -> its listen() blob
+  uint64_t pidNamespace = 0;  ///< inode of /proc/self/ns/pid: pid checks need the same one
 };
 
-// canConnect's answer: ok with a score (higher wins) or not reachable.
+/// canConnect's answer: reachable with a score (higher wins) over a link class, or not.
 struct Reach {
   bool ok = false;
   int score = 0;
+  cost::LinkClass link = cost::LinkClass::kEthernet;
 };
 
-// Opaque handle of one posted send or receive, valid on the connection that made it.
+/// Opaque handle of one posted send or receive, valid on the connection that made it.
 struct Op {
   uint64_t id = 0;
 };
 
-// Bytes moved by one connection; the communicator adds them up per transport and host class.
+/// Bytes moved by one connection; the communicator adds them up per transport and host class.
 struct ConnStats {
   uint64_t bytesSent = 0;
   uint64_t bytesRecv = 0;
 };
+
+/// Names memory a peer may read, as the owner's transport serialized it.
+struct MemHandle {
+  static constexpr size_t kMaxBytes = 60;
+  uint32_t size = 0;
+  uint8_t bytes[kMaxBytes] = {};
+};
+static_assert(sizeof(MemHandle) == 64);
 
 class Connection {
  public:
   virtual ~Connection() = default;
   virtual int peer() const = 0;
 
-  // `src`/`dst` must stay valid until test() reports done. bytes may be 0.
+  /// `src`/`dst` must stay valid until test() reports done. bytes may be 0.
   virtual StatusOr<Op> postSend(const void* src, size_t bytes, Tag tag) = 0;
   virtual StatusOr<Op> postRecv(void* dst, size_t bytes, Tag tag) = 0;
-  // Never blocks. Sets *done when `op` has completed (send: buffer reusable; recv: data landed).
+  /// Never blocks. Sets *done when `op` has completed (send: buffer reusable; recv: data landed).
   virtual Status test(Op& op, bool* done) = 0;
-  // Fails all outstanding ops with `why` and notifies the peer. Idempotent.
+  /// Fails all outstanding ops with `why` and notifies the peer. Idempotent.
   virtual Status cancel(const Status& why) = 0;
 
-  // For blocking waits: the fd to poll and the events that mean "progress may be possible now"
-  // (POLLOUT only while sends are pending). fd -1 means the caller must keep polling test().
+  /// For blocking waits: the fd to poll and the events that mean "progress may be possible now"
+  /// (POLLOUT only while sends are pending). fd -1 means the caller must keep polling test().
   virtual void pollInfo(int* fd, short* events) const = 0;
 
-  // False while the peer has not finished its side of connect() (shared memory: the creator of
-  // a segment returns before its peer has mapped it). The communicator waits, bounded, until
-  // every new connection says true, so no rank leaves connection setup before its peers.
+  /// False while the peer has not finished its side of connect() (shared memory: the creator of
+  /// a segment returns before its peer has mapped it). The communicator waits, bounded, until
+  /// every new connection says true, so no rank leaves connection setup before its peers.
   virtual bool connected() const { return true; }
 
-  // For blocking waits on shared-memory transports. Arms the peer's wake-up and appends the words
-  // to sleep on; returns false instead when progress is possible right now (do not sleep). The
-  // caller calls endWait() after sleeping. Transports with an fd leave the defaults.
+  /// For blocking waits on transports without an fd. Arms the peer's wake-up and appends the
+  /// words to sleep on; returns false instead when progress is possible right now (do not
+  /// sleep). The caller calls endWait() after sleeping.
   virtual bool prepareWait(std::vector<WaitWord>& /*words*/) { return false; }
   virtual void endWait() {}
 
-  // One-sided read of the peer's memory: `bytes` at the peer's address `remote` into `dst`.
-  // Only where canRead() (shared memory with cross-memory attach; later CUDA IPC, RDMA).
-  // Blocking: returns when the bytes have landed.
+  /// The peer's process has ended (seen by the communicator's liveness check, not on the
+  /// connection): from now on, ops that what the peer delivered before it ended can complete
+  /// still complete; every other op, now or later, fails with `why`.
+  virtual void peerGone(const Status& /*why*/) {}
+
+  /// One-sided access (caps().oneSidedRead): makes `bytes` at `base` readable by this peer and
+  /// returns the handle the peer reads it through.
   virtual bool canRead() const { return false; }
-  virtual Status read(void* /*dst*/, uint64_t /*remote*/, size_t /*bytes*/) {
-    return internalError("this transport cannot read peer memory");
+  virtual StatusOr<MemHandle> expose(const void* /*base*/, size_t /*bytes*/) {
+    return internalError("this connection cannot expose memory to its peer");
+  }
+  /// Blocking: `bytes` at `offset` of the peer's exposed memory `remote` into `dst`.
+  virtual Status read(void* /*dst*/, const MemHandle& /*remote*/, uint64_t /*offset*/,
+                      size_t /*bytes*/) {
+    return internalError("this connection cannot read peer memory");
   }
 
   virtual ConnStats stats() const = 0;
+};
+
+/// The consistency header of one call, as the host window carries it (24 bytes of the line its
+/// owner's signal word lives in; 4-byte fields so it packs into the line).
+struct WindowHeader {
+  uint32_t seq = 0;      ///< the call number's low 32 bits (peers are never 2^32 calls apart)
+  uint32_t countLo = 0;  ///< the call's count
+  uint32_t countHi = 0;
+  int32_t root = -1;
+  uint8_t coll = 0;
+  uint8_t dtype = 0;
+  uint8_t op = 0;
+  uint8_t pad = 0;
+  uint16_t algo = 0;  ///< the algorithm's registry index (equal on every rank of one build)
+  uint16_t pad2 = 0;
+  uint64_t count() const { return (static_cast<uint64_t>(countHi) << 32) | countLo; }
+  void setCount(uint64_t c) {
+    countLo = static_cast<uint32_t>(c);
+    countHi = static_cast<uint32_t>(c >> 32);
+  }
+  bool operator==(const WindowHeader&) const = default;
+};
+static_assert(sizeof(WindowHeader) == 24);
+
+/// How a window wait gives up: at the deadline, on an abort, or when `checkPeer` says the rank
+/// it waits for is gone (called at most every 100 ms). It spins for `spinUs` first.
+struct WaitPolicy {
+  int spinUs = 20;
+  std::chrono::steady_clock::time_point deadline;
+  double timeoutSeconds = 300;
+  const std::atomic<bool>* abortFlag = nullptr;
+  std::function<Status(int rank)> checkPeer;
+};
+
+/// Memory shared by every rank of a communicator whose ranks all share one host. Per rank and
+/// per parity of the call number: a region (slot + two round areas, see
+/// sched::WindowGeometry) and a line with the rank's signal word and its header. Signals are
+/// counted per call: a rank's first signal of call s publishes its header ("entering s"), its
+/// k-th says "k".
+class HostWindow {
+ public:
+  virtual ~HostWindow() = default;
+  virtual uint64_t slotBytes() const = 0;
+  virtual uint64_t roundBytes() const = 0;
+  /// `rank`'s region for calls of `parity` (0 or 1), slotBytes + 2 roundBytes long.
+  virtual std::byte* region(int rank, int parity) const = 0;
+  /// This rank enters call `seq`: publishes `h` and its first signal.
+  virtual void enter(uint64_t seq, const WindowHeader& h) = 0;
+  /// This rank's k-th signal (k >= 2) of call `seq`.
+  virtual void signal(uint64_t seq, uint32_t k) = 0;
+  /// Non-blocking: `rank` has made k signals of call `seq`, or is in a later call.
+  virtual bool reached(int rank, uint64_t seq, uint32_t k) const = 0;
+  /// Blocks until reached(rank, seq, k), bounded by `w`; fails as soon as the rank marked
+  /// itself failed (with its reason), or is gone without having reached it.
+  virtual Status await(int rank, uint64_t seq, uint32_t k, const WaitPolicy& w) = 0;
+  /// The header `rank` published for call `seq` (valid once reached(rank, seq, 1)).
+  virtual WindowHeader header(int rank, uint64_t seq) const = 0;
+  /// Tells every other rank this rank's communicator failed: their waits on it end at once.
+  virtual void markFailed(const Status& why) = 0;
+};
+
+/// What a transport can do.
+struct TransportCaps {
+  bool oneSidedRead = false;     ///< its connections can read peer memory
+  bool memRegistration = false;  ///< expose() registers memory (costs a call; handles are keys)
+  bool hostWindow = false;       ///< createWindow() works when all ranks share one host
+};
+
+/// What a transport instance is created with.
+struct TransportContext {
+  int rank = 0;
+  int nranks = 1;
+  uint64_t commId = 0;  ///< the communicator's id, equal on every rank
+  PeerIdentity self;
+  /// The bootstrap root's address, for transports that pick an interface by the route to it
+  /// (nullptr: none, e.g. a split).
+  const net::SockAddr* root = nullptr;
 };
 
 class Transport {
  public:
   virtual ~Transport() = default;
   virtual std::string_view name() const = 0;
-  virtual Reach canConnect(const PeerInfo& self, const PeerInfo& peer) const = 0;
-  // Starts accepting connections; the blob is what peers need to reach us.
+  virtual TransportCaps caps() const = 0;
+  /// Whether this transport reaches `peer`, from what it published (`peerBlob`, possibly empty).
+  virtual Reach canConnect(const PeerIdentity& self, const PeerIdentity& peer,
+                           const EndpointBlob& peerBlob) const = 0;
+  /// Starts accepting connections; the blob is what peers need to reach us.
   virtual Status listen(EndpointBlob* out) = 0;
-  // Bounded by `timeoutSeconds`. Both ends of a pair call this for each other.
+  /// Bounded by `timeoutSeconds`. Both ends of a pair call this for each other.
   virtual StatusOr<std::unique_ptr<Connection>> connect(int peer, const EndpointBlob& peerBlob,
                                                         double timeoutSeconds) = 0;
+  /// The same kind of transport, configured alike, for a communicator split from this one.
+  virtual StatusOr<std::unique_ptr<Transport>> forSplit(const TransportContext& child) = 0;
+  /// Collective over all ranks of the communicator (caps().hostWindow, every rank on this
+  /// host and connected through this transport); rank 0 creates it, the others attach.
+  /// Bounded by w.deadline.
+  virtual StatusOr<std::unique_ptr<HostWindow>> createWindow(int rank, int nranks,
+                                                             const PeerIdentity& rank0,
+                                                             const WaitPolicy& w) {
+    (void)rank, (void)nranks, (void)rank0, (void)w;
+    return invalidUsage(std::string(name()) + " cannot make a host window");
+  }
 };
+
+/// A transport kind. Registered once, in its own folder: CHORUS_REGISTER_TRANSPORT({...}).
+struct TransportFactory {
+  const char* name;         ///< "tcp", "shm", ... (CHORUS_TRANSPORT names these)
+  const char* description;  ///< one line, for chorus-info
+  /// Why the kind cannot be used in this process (no device, no library), or nullptr.
+  const char* (*unavailable)() = nullptr;
+  StatusOr<std::unique_ptr<Transport>> (*create)(const TransportContext& ctx) = nullptr;
+};
+
+class TransportRegistration {
+ public:
+  explicit TransportRegistration(const TransportFactory& f);
+};
+
+#define CHORUS_REGISTER_TRANSPORT_CAT2(a, b) a##b
+#define CHORUS_REGISTER_TRANSPORT_CAT(a, b) CHORUS_REGISTER_TRANSPORT_CAT2(a, b)
+#define CHORUS_REGISTER_TRANSPORT(...)                                        \
+  static const ::chorus::TransportRegistration CHORUS_REGISTER_TRANSPORT_CAT( \
+      chorusTransportRegistration_, __LINE__)(::chorus::TransportFactory __VA_ARGS__)
+
+/// Every registered transport kind, by name.
+std::span<const TransportFactory* const> allTransports();
+const TransportFactory* findTransport(std::string_view name);
 
 }  // namespace chorus

@@ -14,6 +14,7 @@
 #pragma once
 
 #include "algorithms/common/schedule.h"
+#include "src/cost/cost_model.h"
 
 namespace chorus::algo {
 
@@ -21,5 +22,8 @@ sched::Schedule buildPairwiseAllToAll(const sched::CollDesc& d, int rank, int nr
 sched::Schedule buildPairwiseAllToAllv(const sched::CollDesc& d, int rank, int nranks);
 sched::Schedule buildLinearGather(const sched::CollDesc& d, int rank, int nranks);
 sched::Schedule buildLinearScatter(const sched::CollDesc& d, int rank, int nranks);
+
+// Cost terms of the pairwise exchange (all-to-all and all-to-allv; the hierarchical fallback).
+cost::Traffic pairwiseTraffic(sched::Coll coll, double bytes, const cost::CostInput& in);
 
 }  // namespace chorus::algo

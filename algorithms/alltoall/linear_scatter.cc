@@ -11,6 +11,8 @@
 // would use a binomial tree to cut the root's message count.
 #include "algorithms/alltoall/alltoall.h"
 #include "algorithms/common/chunking.h"
+#include "algorithms/common/traffic.h"
+#include "algorithms/registry.h"
 
 namespace chorus::algo {
 
@@ -40,5 +42,33 @@ sched::Schedule buildLinearScatter(const sched::CollDesc& d, int rank, int nrank
   if (!d.inPlace) s.copy(elemRange(kInput, {mine, count}, es), elemRange(kOutput, {0, count}, es));
   return s;
 }
+
+namespace {
+
+// The root: n-1 blocks in (or out), received (sent) side by side.
+cost::Traffic linearScatterTraffic(sched::Coll coll, double N, const cost::CostInput& in) {
+  using namespace traffic;
+  cost::Traffic t;
+  const double n = in.nranks, C = ceilDiv(N, static_cast<double>(in.chunkBytes));
+  t.hops = C > 0 ? 1 : 0;
+  t.messages = (n - 1) * C;
+  t.waits = coll == sched::Coll::kGather ? (n - 1) * C : 0;
+  t.headerPeers = n - 1;
+  rootBytes(t, N, in);
+  t.copyBytes = N;
+  t.workingSet = (n + 1) * N;
+  return t;
+}
+
+}  // namespace
+
+CHORUS_REGISTER_ALGORITHM({
+    .coll = sched::Coll::kScatter,
+    .name = "linear",
+    .description = "the root sends each rank its block directly",
+    .build = &buildLinearScatter,
+    .traffic = &linearScatterTraffic,
+    .tiePriority = 0,
+});
 
 }  // namespace chorus::algo

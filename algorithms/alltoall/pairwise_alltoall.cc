@@ -25,6 +25,8 @@
 
 #include "algorithms/alltoall/alltoall.h"
 #include "algorithms/common/chunking.h"
+#include "algorithms/common/traffic.h"
+#include "algorithms/registry.h"
 
 namespace chorus::algo {
 
@@ -99,5 +101,38 @@ sched::Schedule buildPairwiseAllToAllv(const sched::CollDesc& d, int rank, int n
   if (d.inPlace) return pairwise(d, rank, nranks, recvOf, recvOf);
   return pairwise(d, rank, nranks, sendOf, recvOf);
 }
+
+// Every step is independent but for FIFO order per peer: the executor overlaps them.
+cost::Traffic pairwiseTraffic(sched::Coll, double N, const cost::CostInput& in) {
+  using namespace traffic;
+  cost::Traffic t;
+  const double n = in.nranks, C = ceilDiv(N, static_cast<double>(in.chunkBytes));
+  t.hops = C > 0 ? 1 : 0;
+  t.messages = 2 * (n - 1) * C;
+  t.waits = (n - 1) * C;
+  t.headerPeers = n - 1;
+  directBytes(t, N, in);
+  t.copyBytes = N;
+  t.workingSet = 2 * n * N;
+  return t;
+}
+
+CHORUS_REGISTER_ALGORITHM({
+    .coll = sched::Coll::kAllToAll,
+    .name = "pairwise",
+    .description = "n-1 steps, step s sends to r+s and receives from r-s",
+    .build = &buildPairwiseAllToAll,
+    .traffic = &pairwiseTraffic,
+    .tiePriority = 0,
+});
+
+CHORUS_REGISTER_ALGORITHM({
+    .coll = sched::Coll::kAllToAllv,
+    .name = "pairwise",
+    .description = "pairwise exchange with per-peer counts and displacements",
+    .build = &buildPairwiseAllToAllv,
+    .traffic = &pairwiseTraffic,
+    .tiePriority = 0,
+});
 
 }  // namespace chorus::algo

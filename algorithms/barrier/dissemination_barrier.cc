@@ -16,8 +16,12 @@
 // for any n (not only powers of two), with no root to serialize on.
 //
 // Tuner: the only barrier; it is latency-optimal among point-to-point barriers.
+#include <cmath>
+
 #include "algorithms/barrier/barrier.h"
 #include "algorithms/common/chunking.h"
+#include "algorithms/common/traffic.h"
+#include "algorithms/registry.h"
 
 namespace chorus::algo {
 
@@ -35,5 +39,31 @@ sched::Schedule buildDisseminationBarrier(const sched::CollDesc& /*d*/, int rank
   s.scratchBytes = round == 0 ? 0 : 1 + round;
   return s;
 }
+
+namespace {
+
+cost::Traffic disseminationTraffic(sched::Coll, double, const cost::CostInput& in) {
+  using namespace traffic;
+  cost::Traffic t;
+  const double n = in.nranks;
+  t.hops = std::ceil(std::log2(n));
+  t.messages = 2 * t.hops;
+  t.waits = t.hops;
+  t.headerPeers = std::min(2 * t.hops, n - 1);
+  directBytes(t, 0, in);
+  t.bytesIntra = t.bytesNic = t.hops;  // one-byte tokens
+  return t;
+}
+
+}  // namespace
+
+CHORUS_REGISTER_ALGORITHM({
+    .coll = sched::Coll::kBarrier,
+    .name = "dissemination",
+    .description = "ceil(log2 n) rounds of 1-byte tokens to r+2^k",
+    .build = &buildDisseminationBarrier,
+    .traffic = &disseminationTraffic,
+    .tiePriority = 0,
+});
 
 }  // namespace chorus::algo

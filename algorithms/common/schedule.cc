@@ -13,7 +13,9 @@
 // One-sided steps add no hazard on the peer's range they read (that memory is not this rank's;
 // the checker proves the peer does not write it meanwhile), only on their local b and dst.
 // kNotify and kWait are fences: a notify depends, directly or transitively, on every earlier
-// step, and every later step depends on every earlier wait.
+// step, and every later step depends on every earlier wait. kSignal and kAwait are the same
+// fences (a signal as a notify, an await as a wait); they touch no connection, so they take no
+// place in the per-peer FIFO order of messages.
 #include "algorithms/common/schedule.h"
 
 #include <algorithm>
@@ -35,6 +37,8 @@ const char* stepKindName(StepKind k) {
     case StepKind::kGetReduce: return "getReduce";
     case StepKind::kNotify: return "notify";
     case StepKind::kWait: return "wait";
+    case StepKind::kSignal: return "signal";
+    case StepKind::kAwait: return "await";
   }
   return "unknown";
 }
@@ -112,8 +116,9 @@ void Schedule::reduce(Range a, Range b, Range dst) {
   steps.push_back(std::move(s));
 }
 
+// A get of a peer's window region names no message peer: the window needs no connection.
 void Schedule::get(int peer, Range remote, Range dst) {
-  addPeer(peer);
+  if (remote.buf != kWindow) addPeer(peer);
   if (dst.bytes == 0) return;
   Step s;
   s.kind = StepKind::kGet;
@@ -124,7 +129,7 @@ void Schedule::get(int peer, Range remote, Range dst) {
 }
 
 void Schedule::getReduce(int peer, Range remote, Range b, Range dst) {
-  addPeer(peer);
+  if (remote.buf != kWindow) addPeer(peer);
   if (dst.bytes == 0) return;
   Step s;
   s.kind = StepKind::kGetReduce;
@@ -152,8 +157,36 @@ void Schedule::wait(int peer) {
   steps.push_back(std::move(s));
 }
 
+void Schedule::signal() {
+  Step s;
+  s.kind = StepKind::kSignal;
+  steps.push_back(std::move(s));
+}
+
+void Schedule::await(int peer, uint32_t target) {
+  Step s;
+  s.kind = StepKind::kAwait;
+  s.peer = peer;
+  s.target = target;
+  steps.push_back(std::move(s));
+}
+
 bool Schedule::needsOneSided() const {
-  return std::any_of(steps.begin(), steps.end(), [](const Step& s) { return isOneSided(s.kind); });
+  return std::any_of(steps.begin(), steps.end(), [](const Step& s) {
+    return isOneSided(s.kind) && s.a.buf != kWindow;
+  });
+}
+
+bool Schedule::usesWindow() const {
+  return std::any_of(steps.begin(), steps.end(), [](const Step& s) {
+    return isWindowSync(s.kind) || s.a.buf == kWindow || s.b.buf == kWindow ||
+           s.dst.buf == kWindow;
+  });
+}
+
+uint32_t Schedule::signals() const {
+  return static_cast<uint32_t>(std::count_if(
+      steps.begin(), steps.end(), [](const Step& s) { return s.kind == StepKind::kSignal; }));
 }
 
 uint64_t Schedule::bytesTo(int peer) const {
@@ -326,7 +359,9 @@ void Schedule::finalize() {
         acc[n++] = {st.dst, true};
         break;
       case StepKind::kNotify:
-      case StepKind::kWait: break;
+      case StepKind::kWait:
+      case StepKind::kSignal:
+      case StepKind::kAwait: break;
     }
     deps.clear();
     for (int k = 0; k < n; ++k) {
@@ -349,11 +384,11 @@ void Schedule::finalize() {
       if (!fresh) deps.push_back(std::exchange(it->second, i));
     }
     if (lastWait >= 0) deps.push_back(static_cast<uint32_t>(lastWait));
-    if (st.kind == StepKind::kNotify) {
+    if (st.kind == StepKind::kNotify || st.kind == StepKind::kSignal) {
       for (uint32_t k = lastNotify < 0 ? 0 : static_cast<uint32_t>(lastNotify); k < i; ++k)
         if (!depended[k]) deps.push_back(k);
       lastNotify = i;
-    } else if (st.kind == StepKind::kWait) {
+    } else if (st.kind == StepKind::kWait || st.kind == StepKind::kAwait) {
       lastWait = i;
     }
     std::sort(deps.begin(), deps.end());

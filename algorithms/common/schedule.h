@@ -30,6 +30,21 @@
 // said with kNotify / kWait pairs, and the checker proves that no get races with a write of the
 // bytes it reads (on the owner's side) and that every rank finishes only after all reads of its
 // buffers are done.
+//
+// The host window. When every rank of a communicator is on one host, a transport may offer a
+// window: memory every rank maps, one region per rank (kWindow), which persists from call to
+// call. A rank writes its own region with local steps; peers read it with kGet / kGetReduce
+// whose `a` names kWindow. Window algorithms synchronize through the window too, not with
+// messages:
+//   kSignal               : "every step before this one is done" (a full fence), made once and
+//                           seen by every rank of the window
+//   kAwait  peer, target  : wait until peer has made `target` signals in this call (1-based);
+//                           no later step starts before it (a full fence)
+// A rank's first signal of a call publishes its consistency header with it, so no window
+// algorithm awaits anything before it has signalled once. Why regions can be rewritten call
+// after call without a rank overwriting what a slower peer still reads is the executor's
+// protocol (src/exec/executor.h): the region alternates between two halves by the parity of
+// the call number, and a rank enters call s only once every peer has entered call s-1.
 #pragma once
 
 #include <cstdint>
@@ -45,7 +60,8 @@ using BufId = uint16_t;
 inline constexpr BufId kInput = 0;
 inline constexpr BufId kOutput = 1;
 inline constexpr BufId kScratch = 2;
-inline constexpr BufId kFirstUserBuf = 3;
+inline constexpr BufId kWindow = 3;  // this rank's region of the host window (see above)
+inline constexpr BufId kFirstUserBuf = 4;
 
 struct Range {
   BufId buf = kInput;
@@ -63,9 +79,13 @@ enum class StepKind : uint8_t {
   kGetReduce,
   kNotify,
   kWait,
+  kSignal,
+  kAwait,
 };
 // True for the steps that read a peer's memory (kGet, kGetReduce).
 inline bool isOneSided(StepKind k) { return k == StepKind::kGet || k == StepKind::kGetReduce; }
+// True for the steps that synchronize through the host window (kSignal, kAwait).
+inline bool isWindowSync(StepKind k) { return k == StepKind::kSignal || k == StepKind::kAwait; }
 const char* stepKindName(StepKind k);
 
 struct Step {
@@ -74,6 +94,7 @@ struct Step {
   Range a;
   Range b;
   Range dst;
+  uint32_t target = 0;  // kAwait: the peer's signal to wait for (1-based)
   // Filled by finalize(): indices of earlier steps this one waits for.
   std::vector<uint32_t> deps;
 };
@@ -94,6 +115,17 @@ enum class Coll : uint8_t {
 };
 const char* collName(Coll c);
 
+// The host window as builders see it: each rank's region (kWindow) holds a slot for a whole
+// small message followed by two areas for streaming larger ones in rounds. All zero when the
+// communicator has no window.
+struct WindowGeometry {
+  uint64_t slotBytes = 0;
+  uint64_t roundBytes = 0;
+  bool present() const { return slotBytes > 0; }
+  uint64_t bytes() const { return slotBytes + 2 * roundBytes; }
+  auto operator<=>(const WindowGeometry&) const = default;
+};
+
 // Everything a builder needs. Counts are in elements; builders emit byte ranges.
 struct CollDesc {
   Coll coll = Coll::kAllReduce;
@@ -110,6 +142,8 @@ struct CollDesc {
   // one host or unknown: host-aware builders (algorithms/hier, the double binary tree) then
   // treat every rank alike and build their flat form. Ranks of one host need not be contiguous.
   std::vector<int> hostOf;
+  // The host window (window algorithms only; equal on every rank).
+  WindowGeometry window;
 };
 
 class Schedule {
@@ -137,9 +171,18 @@ class Schedule {
   void getReduce(int peer, Range remote, Range b, Range dst);
   void notify(int peer);
   void wait(int peer);
+  // Window synchronization (see the top of this file). Peers awaited are not added to `peers`:
+  // those are the message peers.
+  void signal();
+  void await(int peer, uint32_t target);
   void addPeer(int peer);
-  // True when any step is one-sided: only transports with Connection::get() can run it.
+  // True when a step reads a peer's user buffers (input, output, scratch): only connections
+  // that can read peer memory run it.
   bool needsOneSided() const;
+  // True when a step touches the host window (kWindow ranges, kSignal, kAwait).
+  bool usesWindow() const;
+  // Number of kSignal steps.
+  uint32_t signals() const;
 
   // Computes deps. Call once, after the last step.
   void finalize();

@@ -16,6 +16,8 @@
 // system takes n-1 concurrent readers well; never over a transport without gets.
 #include "algorithms/direct/direct.h"
 #include "algorithms/direct/pull.h"
+#include "algorithms/common/traffic.h"
+#include "algorithms/registry.h"
 
 namespace chorus::algo {
 
@@ -38,5 +40,14 @@ sched::Schedule buildDirectAllGather(const sched::CollDesc& d, int rank, int nra
   direct::waitAll(s, rank, nranks);
   return s;
 }
+
+CHORUS_REGISTER_ALGORITHM({
+    .coll = sched::Coll::kAllGather,
+    .name = "direct",
+    .description = "one-sided: each rank reads every input into its output",
+    .build = &buildDirectAllGather,
+    .traffic = &directBlockTraffic,
+    .needs = Needs::kOneSided,
+});
 
 }  // namespace chorus::algo

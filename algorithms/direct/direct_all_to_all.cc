@@ -20,6 +20,8 @@
 // gets.
 #include "algorithms/direct/direct.h"
 #include "algorithms/direct/pull.h"
+#include "algorithms/common/traffic.h"
+#include "algorithms/registry.h"
 
 namespace chorus::algo {
 
@@ -64,5 +66,31 @@ sched::Schedule buildDirectAllToAll(const sched::CollDesc& d, int rank, int nran
   }
   return s;
 }
+
+namespace {
+
+cost::Traffic directAllToAllTraffic(sched::Coll, double N, const cost::CostInput& in) {
+  using namespace traffic;
+  cost::Traffic t;
+  const double n = in.nranks, C = ceilDiv(N, static_cast<double>(in.chunkBytes));
+  t.headerPeers = n - 1;
+  t.getBytes = (n - 1) * N;
+  t.gets = (n - 1) * C;
+  syncRound(t, n);
+  t.copyBytes = N;
+  t.workingSet = 2 * n * N;
+  return t;
+}
+
+}  // namespace
+
+CHORUS_REGISTER_ALGORITHM({
+    .coll = sched::Coll::kAllToAll,
+    .name = "direct",
+    .description = "one-sided: each rank reads its block of every input",
+    .build = &buildDirectAllToAll,
+    .traffic = &directAllToAllTraffic,
+    .needs = Needs::kOneSided,
+});
 
 }  // namespace chorus::algo

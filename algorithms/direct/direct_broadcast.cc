@@ -14,6 +14,8 @@
 // never over a transport without gets.
 #include "algorithms/direct/direct.h"
 #include "algorithms/direct/pull.h"
+#include "algorithms/common/traffic.h"
+#include "algorithms/registry.h"
 
 namespace chorus::algo {
 
@@ -43,5 +45,34 @@ sched::Schedule buildDirectBroadcast(const sched::CollDesc& d, int rank, int nra
   s.notify(d.root);
   return s;
 }
+
+namespace {
+
+// Non-roots read the whole message from the root; the root waits for their notifies.
+cost::Traffic directBroadcastTraffic(sched::Coll, double N, const cost::CostInput& in) {
+  using namespace traffic;
+  cost::Traffic t;
+  const double n = in.nranks;
+  t.headerPeers = n - 1;
+  t.getBytes = N;
+  t.gets = ceilDiv(N, static_cast<double>(in.chunkBytes));
+  t.hops = 1;
+  t.messages = n - 1;
+  t.waits = n - 1;
+  t.workingSet = N;
+  return t;
+}
+
+}  // namespace
+
+CHORUS_REGISTER_ALGORITHM({
+    .coll = sched::Coll::kBroadcast,
+    .name = "direct",
+    .description = "one-sided: every rank reads the root's input",
+    .build = &buildDirectBroadcast,
+    .traffic = &directBroadcastTraffic,
+    .needs = Needs::kOneSided,
+    .order = RankOrder::kRingPositions,
+});
 
 }  // namespace chorus::algo

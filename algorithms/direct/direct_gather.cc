@@ -11,6 +11,8 @@
 // Tuner: gather on one host over a one-sided transport; never over a transport without gets.
 #include "algorithms/direct/direct.h"
 #include "algorithms/direct/pull.h"
+#include "algorithms/common/traffic.h"
+#include "algorithms/registry.h"
 
 namespace chorus::algo {
 
@@ -35,5 +37,32 @@ sched::Schedule buildDirectGather(const sched::CollDesc& d, int rank, int nranks
   direct::notifyAll(s, rank, nranks);
   return s;
 }
+
+namespace {
+
+cost::Traffic directGatherTraffic(sched::Coll, double N, const cost::CostInput& in) {
+  using namespace traffic;
+  cost::Traffic t;
+  const double n = in.nranks, C = ceilDiv(N, static_cast<double>(in.chunkBytes));
+  t.headerPeers = n - 1;
+  t.getBytes = (n - 1) * N;
+  t.gets = (n - 1) * C;
+  t.hops = 1;
+  t.messages = n - 1;
+  t.copyBytes = N;
+  t.workingSet = (n + 1) * N;
+  return t;
+}
+
+}  // namespace
+
+CHORUS_REGISTER_ALGORITHM({
+    .coll = sched::Coll::kGather,
+    .name = "direct",
+    .description = "one-sided: the root reads every rank's input",
+    .build = &buildDirectGather,
+    .traffic = &directGatherTraffic,
+    .needs = Needs::kOneSided,
+});
 
 }  // namespace chorus::algo

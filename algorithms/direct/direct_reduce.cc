@@ -21,6 +21,8 @@
 // a transport without gets.
 #include "algorithms/direct/direct.h"
 #include "algorithms/direct/pull.h"
+#include "algorithms/common/traffic.h"
+#include "algorithms/registry.h"
 
 namespace chorus::algo {
 
@@ -63,5 +65,37 @@ sched::Schedule buildDirectReduce(const sched::CollDesc& d, int rank, int nranks
   direct::notifyAll(s, rank, nranks);
   return s;
 }
+
+namespace {
+
+// The root: reduces its slice from every input, then reads every other slice. Two hops (every
+// slice ready -> the root; the root done reading -> everyone), on the root n-1 waits and n-1
+// notifies.
+cost::Traffic directReduceTraffic(sched::Coll, double N, const cost::CostInput& in) {
+  using namespace traffic;
+  cost::Traffic t;
+  const double n = in.nranks, slice = std::ceil(N / n);
+  t.headerPeers = n - 1;
+  t.getBytes = 2 * (n - 1) / n * N;
+  t.gets = 2 * (n - 1) * ceilDiv(slice, static_cast<double>(in.chunkBytes));
+  t.reduceBytes = (n - 1) / n * N;
+  t.hops = 2;
+  t.messages = 2 * (n - 1);
+  t.waits = n - 1;
+  t.workingSet = 2 * N;
+  return t;
+}
+
+}  // namespace
+
+CHORUS_REGISTER_ALGORITHM({
+    .coll = sched::Coll::kReduce,
+    .name = "direct",
+    .description = "one-sided: each rank reduces its slice from all inputs, the root reads the slices",
+    .build = &buildDirectReduce,
+    .traffic = &directReduceTraffic,
+    .needs = Needs::kOneSided,
+    .order = RankOrder::kRingPositions,
+});
 
 }  // namespace chorus::algo

@@ -17,6 +17,8 @@
 // the ring's n-1 dependent steps dominate; never over a transport without gets.
 #include "algorithms/direct/direct.h"
 #include "algorithms/direct/pull.h"
+#include "algorithms/common/traffic.h"
+#include "algorithms/registry.h"
 
 namespace chorus::algo {
 
@@ -40,5 +42,31 @@ sched::Schedule buildDirectReduceScatter(const sched::CollDesc& d, int rank, int
   direct::waitAll(s, rank, nranks);
   return s;
 }
+
+// The direct all-gather shares these terms (direct_all_gather.cc): n-1 blocks read.
+cost::Traffic directBlockTraffic(sched::Coll coll, double N, const cost::CostInput& in) {
+  using namespace traffic;
+  cost::Traffic t;
+  const double n = in.nranks;
+  t.headerPeers = n - 1;
+  t.getBytes = (n - 1) * N;
+  t.gets = (n - 1) * ceilDiv(N, static_cast<double>(in.chunkBytes));
+  syncRound(t, n);
+  if (coll == sched::Coll::kReduceScatter)
+    t.reduceBytes = (n - 1) * N;
+  else
+    t.copyBytes = N;  // the rank's own block
+  t.workingSet = (n + 1) * N;
+  return t;
+}
+
+CHORUS_REGISTER_ALGORITHM({
+    .coll = sched::Coll::kReduceScatter,
+    .name = "direct",
+    .description = "one-sided: each rank reduces its block from all inputs",
+    .build = &buildDirectReduceScatter,
+    .traffic = &directBlockTraffic,
+    .needs = Needs::kOneSided,
+});
 
 }  // namespace chorus::algo

@@ -11,6 +11,8 @@
 // Tuner: scatter on one host over a one-sided transport; never over a transport without gets.
 #include "algorithms/direct/direct.h"
 #include "algorithms/direct/pull.h"
+#include "algorithms/common/traffic.h"
+#include "algorithms/registry.h"
 
 namespace chorus::algo {
 
@@ -40,5 +42,34 @@ sched::Schedule buildDirectScatter(const sched::CollDesc& d, int rank, int nrank
   s.notify(d.root);
   return s;
 }
+
+namespace {
+
+// A non-root reads its block from the root; the root waits for n-1 notifies.
+cost::Traffic directScatterTraffic(sched::Coll, double N, const cost::CostInput& in) {
+  using namespace traffic;
+  cost::Traffic t;
+  const double n = in.nranks, C = ceilDiv(N, static_cast<double>(in.chunkBytes));
+  t.headerPeers = n - 1;
+  t.getBytes = N;
+  t.gets = C;
+  t.hops = 1;
+  t.messages = n - 1;
+  t.waits = n - 1;
+  t.copyBytes = N;
+  t.workingSet = (n + 1) * N;
+  return t;
+}
+
+}  // namespace
+
+CHORUS_REGISTER_ALGORITHM({
+    .coll = sched::Coll::kScatter,
+    .name = "direct",
+    .description = "one-sided: every rank reads its block of the root's input",
+    .build = &buildDirectScatter,
+    .traffic = &directScatterTraffic,
+    .needs = Needs::kOneSided,
+});
 
 }  // namespace chorus::algo

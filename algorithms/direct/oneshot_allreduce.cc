@@ -15,6 +15,8 @@
 // transport that exposes peer memory (shared memory, CUDA IPC), the receives become one-sided
 // reads of the peers' inputs.
 #include "algorithms/direct/direct.h"
+#include "algorithms/common/traffic.h"
+#include "algorithms/registry.h"
 
 namespace chorus::algo {
 
@@ -46,5 +48,32 @@ sched::Schedule buildOneShotAllReduce(const sched::CollDesc& d, int rank, int nr
   for (int q = 2; q < nranks; ++q) s.reduce(output, term(q), output);
   return s;
 }
+
+namespace {
+
+cost::Traffic oneShotTraffic(sched::Coll, double N, const cost::CostInput& in) {
+  using namespace traffic;
+  cost::Traffic t;
+  const double n = in.nranks;
+  t.hops = 1;
+  t.messages = 2 * (n - 1);
+  t.waits = n - 1;
+  t.headerPeers = n - 1;
+  directBytes(t, N, in);
+  t.reduceBytes = (n - 1) * N;
+  t.workingSet = (n + 1) * N;
+  return t;
+}
+
+}  // namespace
+
+CHORUS_REGISTER_ALGORITHM({
+    .coll = sched::Coll::kAllReduce,
+    .name = "oneshot",
+    .description = "every rank sends its input to all, then reduces locally in rank order",
+    .build = &buildOneShotAllReduce,
+    .traffic = &oneShotTraffic,
+    .order = RankOrder::kRingPositions,
+});
 
 }  // namespace chorus::algo

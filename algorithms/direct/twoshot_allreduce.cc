@@ -24,6 +24,8 @@
 // messages catch up, to be measured per machine; never over a transport without gets.
 #include "algorithms/direct/direct.h"
 #include "algorithms/direct/pull.h"
+#include "algorithms/common/traffic.h"
+#include "algorithms/registry.h"
 
 namespace chorus::algo {
 
@@ -55,5 +57,34 @@ sched::Schedule buildTwoShotAllReduce(const sched::CollDesc& d, int rank, int nr
   direct::waitAll(s, rank, nranks);
   return s;
 }
+
+namespace {
+
+cost::Traffic twoShotTraffic(sched::Coll, double N, const cost::CostInput& in) {
+  using namespace traffic;
+  cost::Traffic t;
+  const double n = in.nranks, slice = std::ceil(N / n);
+  const double R = ceilDiv(slice, static_cast<double>(in.chunkBytes));
+  t.headerPeers = n - 1;
+  t.getBytes = 2 * (n - 1) / n * N;
+  t.gets = 2 * (n - 1) * R;
+  t.reduceBytes = (n - 1) / n * N;
+  syncRound(t, n);
+  syncRound(t, n);
+  t.workingSet = 2 * N;
+  return t;
+}
+
+}  // namespace
+
+CHORUS_REGISTER_ALGORITHM({
+    .coll = sched::Coll::kAllReduce,
+    .name = "twoshot",
+    .description = "one-sided: each rank reduces its slice from all inputs, then reads every reduced slice",
+    .build = &buildTwoShotAllReduce,
+    .traffic = &twoShotTraffic,
+    .needs = Needs::kOneSided,
+    .order = RankOrder::kRingPositions,
+});
 
 }  // namespace chorus::algo

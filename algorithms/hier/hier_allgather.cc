@@ -15,7 +15,8 @@
 // it and no step writes it.
 //
 // Fallback: without several hosts of several ranks each, all of one size, the flat ring
-// all-gather (algorithms/ring) — Schedule::algo still says "hier".
+// all-gather (algorithms/ring) — and is named by it, so the statistics
+// and the consistency header say what ran.
 //
 // Cost (alpha-beta, output of S = n * count * e bytes per rank, C chunks per block):
 //   phase 1: (H-1) C A + (H-1)/(H L) S B;  phase 2: C alpha + (L-1)/L S beta.
@@ -26,6 +27,8 @@
 #include "algorithms/common/chunking.h"
 #include "algorithms/hier/hier.h"
 #include "algorithms/ring/ring.h"
+#include "algorithms/common/traffic.h"
+#include "algorithms/registry.h"
 
 namespace chorus::algo {
 
@@ -34,7 +37,7 @@ using sched::kOutput;
 
 sched::Schedule buildHierAllGather(const sched::CollDesc& d, int rank, int nranks) {
   const HostGroups g = hostGroups(d, nranks);
-  if (!g.hierarchical()) return asHier(buildRingAllGather(d, rank, nranks));
+  if (!g.hierarchical()) return buildRingAllGather(d, rank, nranks);
   sched::Schedule s;
   s.algo = "hier";
   const uint64_t es = d.elemSize, count = d.count;
@@ -71,5 +74,43 @@ sched::Schedule buildHierAllGather(const sched::CollDesc& d, int rank, int nrank
   }
   return s;
 }
+
+namespace {
+
+// N is one block; rail partials (reduce-scatter) or rail blocks (all-gather) move inside the
+// host as H blocks per peer, and a ring of H-1 steps runs per rail. Where it does not apply it
+// is the ring.
+cost::Traffic hierAllGatherTraffic(sched::Coll coll, double N, const cost::CostInput& in) {
+  using namespace traffic;
+  if (!hierarchical(in)) return ringBlockTraffic(coll, N, in);
+  cost::Traffic t;
+  const double n = in.nranks, H = in.hosts, L = in.ranksPerHost;
+  const bool rs = coll == sched::Coll::kReduceScatter;
+  const double C = ceilDiv(N, static_cast<double>(in.chunkBytes));
+  t.hops = C > 0 ? (H - 1) + 1 + C - 1 : 0;
+  t.messages = 2 * (H * (L - 1) + (H - 1)) * C;
+  t.waits = (H * (L - 1) + (H - 1)) * C;
+  t.headerPeers = (L - 1) + std::min(2.0, H - 1);
+  t.bytesIntra = H * (L - 1) * N;
+  t.bytesNic = L * (H - 1) * N;
+  t.interShare = (H - 1) / (H * (L - 1) + (H - 1));
+  if (rs)
+    t.reduceBytes = (H * (L - 1) + (H - 1)) * N;
+  else
+    t.copyBytes = N;
+  t.workingSet = (n + 1 + (rs ? H : 0)) * N;
+  return t;
+}
+
+}  // namespace
+
+CHORUS_REGISTER_ALGORITHM({
+    .coll = sched::Coll::kAllGather,
+    .name = "hier",
+    .description = "ring all-gather across hosts per rail, then exchange inside hosts",
+    .build = &buildHierAllGather,
+    .traffic = &hierAllGatherTraffic,
+    .applies = &hierApplies,
+});
 
 }  // namespace chorus::algo

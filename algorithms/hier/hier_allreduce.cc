@@ -20,7 +20,8 @@
 //
 // Fallback: without several hosts of several ranks each, all of one size (CollDesc::hostOf
 // empty, one host, one rank per host, or uneven hosts), the flat ring all-reduce
-// (algorithms/ring) — Schedule::algo still says "hier".
+// (algorithms/ring) — and is named by it, so the statistics
+// and the consistency header say what ran.
 //
 // Cost (alpha-beta, N bytes, alpha/beta inside a host, A/B across hosts, C chunks per slice):
 //   phase 1 and 3: 2 C alpha + 2 (L-1)/L N beta (direct: L-1 messages per chunk at once);
@@ -34,6 +35,8 @@
 #include "algorithms/common/chunking.h"
 #include "algorithms/hier/hier.h"
 #include "algorithms/ring/ring.h"
+#include "algorithms/common/traffic.h"
+#include "algorithms/registry.h"
 
 namespace chorus::algo {
 
@@ -42,7 +45,7 @@ using sched::kOutput;
 
 sched::Schedule buildHierAllReduce(const sched::CollDesc& d, int rank, int nranks) {
   const HostGroups g = hostGroups(d, nranks);
-  if (!g.hierarchical()) return asHier(buildRingAllReduce(d, rank, nranks));
+  if (!g.hierarchical()) return buildRingAllReduce(d, rank, nranks);
   sched::Schedule s = sameSizeSchedule("hier", d, nranks);
   const uint64_t es = d.elemSize;
   const int H = g.numHosts();
@@ -93,5 +96,40 @@ sched::Schedule buildHierAllReduce(const sched::CollDesc& d, int rank, int nrank
   }
   return s;
 }
+
+namespace {
+
+// Reduce-scatter in the host (direct), a ring per rail over H hosts, all-gather in the host;
+// per chunk of the own slice: 2 (L-1) + 2 (H-1) sends and as many receives. Where it does not
+// apply it is the ring.
+cost::Traffic hierAllReduceTraffic(sched::Coll coll, double N, const cost::CostInput& in) {
+  using namespace traffic;
+  if (!hierarchical(in)) return ringAllReduceTraffic(coll, N, in);
+  cost::Traffic t;
+  const double c = static_cast<double>(in.chunkBytes), H = in.hosts, L = in.ranksPerHost;
+  const double C = ceilDiv(std::ceil(N / L), c);
+  t.hops = C > 0 ? 2 * (H - 1) + 2 + C - 1 : 0;
+  t.messages = 4 * ((L - 1) + (H - 1)) * C;
+  t.waits = 2 * ((L - 1) + (H - 1)) * C;
+  t.headerPeers = (L - 1) + std::min(2.0, H - 1);
+  t.bytesIntra = 2 * (L - 1) / L * N;
+  t.bytesNic = 2 * (H - 1) / H * N;  // L rails of 2 (H-1)/H N/L each
+  t.interShare = (H - 1) / ((L - 1) + (H - 1));
+  t.reduceBytes = (L - 1) / L * N + (H - 1) / H * N / L;
+  t.workingSet = 2 * N;
+  return t;
+}
+
+}  // namespace
+
+CHORUS_REGISTER_ALGORITHM({
+    .coll = sched::Coll::kAllReduce,
+    .name = "hier",
+    .description = "intra-host reduce-scatter, ring all-reduce across hosts per rail, intra-host all-gather",
+    .build = &buildHierAllReduce,
+    .traffic = &hierAllReduceTraffic,
+    .order = RankOrder::kRingPositions,
+    .applies = &hierApplies,
+});
 
 }  // namespace chorus::algo

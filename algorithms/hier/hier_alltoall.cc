@@ -20,7 +20,8 @@
 // n*count in place.
 //
 // Fallback: without several hosts of several ranks each, all of one size, the pairwise
-// exchange (algorithms/alltoall) — Schedule::algo still says "hier".
+// exchange (algorithms/alltoall) — and is named by it, so the statistics
+// and the consistency header say what ran.
 //
 // Cost (alpha-beta, S = n * count * e bytes per rank, C chunks per block):
 //   phase 1: (L-1) H C alpha + (L-1)/L S beta;  phase 2: (H-1) L C A + (H-1)/H S B.
@@ -32,6 +33,8 @@
 #include "algorithms/alltoall/alltoall.h"
 #include "algorithms/common/chunking.h"
 #include "algorithms/hier/hier.h"
+#include "algorithms/common/traffic.h"
+#include "algorithms/registry.h"
 
 namespace chorus::algo {
 
@@ -41,7 +44,7 @@ using sched::kScratch;
 
 sched::Schedule buildHierAllToAll(const sched::CollDesc& d, int rank, int nranks) {
   const HostGroups g = hostGroups(d, nranks);
-  if (!g.hierarchical()) return asHier(buildPairwiseAllToAll(d, rank, nranks));
+  if (!g.hierarchical()) return buildPairwiseAllToAll(d, rank, nranks);
   sched::Schedule s;
   s.algo = "hier";
   if (d.inPlace) s.outputInInput = 0;
@@ -99,5 +102,39 @@ sched::Schedule buildHierAllToAll(const sched::CollDesc& d, int rank, int nranks
   s.scratchBytes = (slots + (d.inPlace ? n * count : 0)) * es;
   return s;
 }
+
+namespace {
+
+// N per peer: H (L-1) blocks to and from the host's ranks, L (H-1) to and from the rails.
+// Where it does not apply it is the pairwise exchange.
+cost::Traffic hierAllToAllTraffic(sched::Coll coll, double N, const cost::CostInput& in) {
+  using namespace traffic;
+  if (!hierarchical(in)) return pairwiseTraffic(coll, N, in);
+  cost::Traffic t;
+  const double n = in.nranks, H = in.hosts, L = in.ranksPerHost;
+  const double C = ceilDiv(N, static_cast<double>(in.chunkBytes));
+  const double intra = H * (L - 1), inter = L * (H - 1);
+  t.hops = C > 0 ? 2 : 0;
+  t.messages = 2 * (intra + inter) * C;
+  t.waits = (intra + inter) * C;
+  t.headerPeers = (L - 1) + 2 * (H - 1);
+  t.bytesIntra = intra * N;
+  t.bytesNic = L * inter * N;
+  t.interShare = inter / (intra + inter);
+  t.copyBytes = N;
+  t.workingSet = (2 * n + H * L) * N;
+  return t;
+}
+
+}  // namespace
+
+CHORUS_REGISTER_ALGORITHM({
+    .coll = sched::Coll::kAllToAll,
+    .name = "hier",
+    .description = "2-hop: regroup by destination host inside each host, then one exchange per rail",
+    .build = &buildHierAllToAll,
+    .traffic = &hierAllToAllTraffic,
+    .applies = &hierApplies,
+});
 
 }  // namespace chorus::algo

@@ -14,7 +14,8 @@
 // In place (sendbuff == recvbuff) the root sends from the buffer it holds and copies nothing.
 //
 // Fallback: without several hosts of several ranks each, all of one size, the chain broadcast
-// (algorithms/tree) — Schedule::algo still says "hier".
+// (algorithms/tree) — and is named by it, so the statistics
+// and the consistency header say what ran.
 //
 // Cost (alpha-beta, N bytes, C chunks per slice):
 //   (H - 2 + C) (A + N/(L C) B) + 2 (alpha + (L-1)/L N beta): every host link carries N once
@@ -27,6 +28,8 @@
 #include "algorithms/common/chunking.h"
 #include "algorithms/hier/hier.h"
 #include "algorithms/tree/tree.h"
+#include "algorithms/common/traffic.h"
+#include "algorithms/registry.h"
 
 namespace chorus::algo {
 
@@ -35,7 +38,7 @@ using sched::kOutput;
 
 sched::Schedule buildHierBroadcast(const sched::CollDesc& d, int rank, int nranks) {
   const HostGroups g = hostGroups(d, nranks);
-  if (!g.hierarchical()) return asHier(buildChainBroadcast(d, rank, nranks));
+  if (!g.hierarchical()) return buildChainBroadcast(d, rank, nranks);
   sched::Schedule s = sameSizeSchedule("hier", d, nranks);
   const uint64_t es = d.elemSize;
   const int H = g.numHosts();
@@ -82,5 +85,44 @@ sched::Schedule buildHierBroadcast(const sched::CollDesc& d, int rank, int nrank
   }
   return s;
 }
+
+namespace {
+
+// Slices of N/L: the root scatters them in its host, each rail chains its slice over the hosts,
+// every host all-gathers. The root sends 2 (L-1) slices per chunk, a chain rank 1 + (L-1) and
+// receives as many. Where it does not apply it is the chain.
+cost::Traffic hierBroadcastTraffic(sched::Coll coll, double N, const cost::CostInput& in) {
+  using namespace traffic;
+  if (!hierarchical(in)) {
+    const AlgoInfo* chain = findAlgorithm(coll, "chain");
+    return chain ? chain->traffic(coll, N, in) : cost::Traffic{};
+  }
+  cost::Traffic t;
+  const double c = static_cast<double>(in.chunkBytes), H = in.hosts, L = in.ranksPerHost;
+  const double slice = std::ceil(N / L), C = ceilDiv(slice, c);
+  t.hops = C > 0 ? (H - 1) + 2 + C - 1 : 0;
+  t.messages = 2 * L * C;
+  t.waits = L * C;
+  t.headerPeers = (L - 1) + std::min(2.0, H - 1);
+  t.bytesIntra = 2 * (L - 1) * slice;
+  t.bytesNic = N;  // L rails of N/L
+  t.interShare = 1 / L;
+  t.fillBytes = (H - 2) * std::min(c, slice);
+  t.copyBytes = N;
+  t.workingSet = 2 * N;
+  return t;
+}
+
+}  // namespace
+
+CHORUS_REGISTER_ALGORITHM({
+    .coll = sched::Coll::kBroadcast,
+    .name = "hier",
+    .description = "scatter in the root's host, chain across hosts per rail, all-gather in each host",
+    .build = &buildHierBroadcast,
+    .traffic = &hierBroadcastTraffic,
+    .order = RankOrder::kRingPositions,
+    .applies = &hierApplies,
+});
 
 }  // namespace chorus::algo

@@ -18,7 +18,8 @@
 // Scratch: H * count elements (the rail's partials), i.e. 1/L of the input.
 //
 // Fallback: without several hosts of several ranks each, all of one size, the flat ring
-// reduce-scatter (algorithms/ring) — Schedule::algo still says "hier".
+// reduce-scatter (algorithms/ring) — and is named by it, so the statistics
+// and the consistency header say what ran.
 //
 // Cost (alpha-beta, input of S = n * count * e bytes per rank, C chunks per block):
 //   phase 1: C alpha + (L-1)/L S beta;  phase 2: (H-1) C A + (H-1)/(H L) S B.
@@ -29,6 +30,8 @@
 #include "algorithms/common/chunking.h"
 #include "algorithms/hier/hier.h"
 #include "algorithms/ring/ring.h"
+#include "algorithms/common/traffic.h"
+#include "algorithms/registry.h"
 
 namespace chorus::algo {
 
@@ -38,7 +41,7 @@ using sched::kScratch;
 
 sched::Schedule buildHierReduceScatter(const sched::CollDesc& d, int rank, int nranks) {
   const HostGroups g = hostGroups(d, nranks);
-  if (!g.hierarchical()) return asHier(buildRingReduceScatter(d, rank, nranks));
+  if (!g.hierarchical()) return buildRingReduceScatter(d, rank, nranks);
   sched::Schedule s;
   s.algo = "hier";
   const uint64_t es = d.elemSize, count = d.count;
@@ -83,5 +86,43 @@ sched::Schedule buildHierReduceScatter(const sched::CollDesc& d, int rank, int n
   s.scratchBytes = static_cast<uint64_t>(H) * count * es;
   return s;
 }
+
+namespace {
+
+// N is one block; rail partials (reduce-scatter) or rail blocks (all-gather) move inside the
+// host as H blocks per peer, and a ring of H-1 steps runs per rail. Where it does not apply it
+// is the ring.
+cost::Traffic hierReduceScatterTraffic(sched::Coll coll, double N, const cost::CostInput& in) {
+  using namespace traffic;
+  if (!hierarchical(in)) return ringBlockTraffic(coll, N, in);
+  cost::Traffic t;
+  const double n = in.nranks, H = in.hosts, L = in.ranksPerHost;
+  const bool rs = coll == sched::Coll::kReduceScatter;
+  const double C = ceilDiv(N, static_cast<double>(in.chunkBytes));
+  t.hops = C > 0 ? (H - 1) + 1 + C - 1 : 0;
+  t.messages = 2 * (H * (L - 1) + (H - 1)) * C;
+  t.waits = (H * (L - 1) + (H - 1)) * C;
+  t.headerPeers = (L - 1) + std::min(2.0, H - 1);
+  t.bytesIntra = H * (L - 1) * N;
+  t.bytesNic = L * (H - 1) * N;
+  t.interShare = (H - 1) / (H * (L - 1) + (H - 1));
+  if (rs)
+    t.reduceBytes = (H * (L - 1) + (H - 1)) * N;
+  else
+    t.copyBytes = N;
+  t.workingSet = (n + 1 + (rs ? H : 0)) * N;
+  return t;
+}
+
+}  // namespace
+
+CHORUS_REGISTER_ALGORITHM({
+    .coll = sched::Coll::kReduceScatter,
+    .name = "hier",
+    .description = "reduce onto the rails inside each host, then ring reduce-scatter across hosts per rail",
+    .build = &buildHierReduceScatter,
+    .traffic = &hierReduceScatterTraffic,
+    .applies = &hierApplies,
+});
 
 }  // namespace chorus::algo

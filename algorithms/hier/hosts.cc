@@ -1,59 +1,13 @@
-// Host groups from CollDesc::hostOf: the subgroup primitive of the hierarchical builders.
-//
-// Host ids are only labels here: groups are ordered by their lowest rank whatever numbers the
-// caller used, so every rank derives the same groups from the same vector.
-#include <algorithm>
-#include <map>
-
+// Where the hierarchical builders apply (AlgoInfo::applies of every hier algorithm).
+#include "algorithms/common/traffic.h"
 #include "algorithms/hier/hier.h"
+#include "algorithms/registry.h"
 
 namespace chorus::algo {
 
-bool HostGroups::uniform() const {
-  return std::all_of(ranks.begin(), ranks.end(),
-                     [&](const std::vector<int>& h) { return h.size() == ranks[0].size(); });
-}
-
-int HostGroups::at(int h, int loc) const {
-  const int H = numHosts();
-  return ranks[static_cast<size_t>(((h % H) + H) % H)][static_cast<size_t>(loc)];
-}
-
-void HostGroups::addHostPeers(sched::Schedule& s, int rank) const {
-  for (int r : ranks[static_cast<size_t>(host[static_cast<size_t>(rank)])])
-    if (r != rank) s.addPeer(r);
-}
-
-HostGroups::RailRing HostGroups::addRailRing(sched::Schedule& s, int rank) const {
-  const int h = hostOf(rank), l = localOf(rank);
-  const RailRing ring{at(h + 1, l), at(h - 1, l)};
-  s.addPeer(ring.next);
-  s.addPeer(ring.prev);
-  return ring;
-}
-
-sched::Schedule asHier(sched::Schedule flat) {
-  flat.algo = "hier";
-  return flat;
-}
-
-HostGroups hostGroups(const sched::CollDesc& d, int nranks) {
-  HostGroups g;
-  const size_t n = static_cast<size_t>(nranks);
-  g.host.assign(n, 0);
-  g.local.assign(n, 0);
-  const bool known = d.hostOf.size() == n;
-  std::map<int, int> index;  // caller's host id -> group, in order of first (lowest) rank
-  for (int r = 0; r < nranks; ++r) {
-    const int id = known ? d.hostOf[static_cast<size_t>(r)] : 0;
-    auto [it, added] = index.emplace(id, g.numHosts());
-    if (added) g.ranks.emplace_back();
-    const int h = it->second;
-    g.host[static_cast<size_t>(r)] = h;
-    g.local[static_cast<size_t>(r)] = static_cast<int>(g.ranks[static_cast<size_t>(h)].size());
-    g.ranks[static_cast<size_t>(h)].push_back(r);
-  }
-  return g;
+const char* hierApplies(const sched::CollDesc&, const Platform& p) {
+  return traffic::hierarchical(p.cost) ? nullptr
+                                       : "needs several hosts of several ranks, all of one size";
 }
 
 }  // namespace chorus::algo

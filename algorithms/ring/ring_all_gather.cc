@@ -15,6 +15,8 @@
 // latency-bound small blocks at large n are better served by recursive doubling or Bruck.
 #include "algorithms/common/chunking.h"
 #include "algorithms/ring/ring.h"
+#include "algorithms/common/traffic.h"
+#include "algorithms/registry.h"
 
 namespace chorus::algo {
 
@@ -47,5 +49,15 @@ sched::Schedule buildRingAllGather(const sched::CollDesc& d, int rank, int nrank
   }
   return s;
 }
+
+CHORUS_REGISTER_ALGORITHM({
+    .coll = sched::Coll::kAllGather,
+    .name = "ring",
+    .description = "ring of n-1 forwarding steps, received straight into the output",
+    .build = &buildRingAllGather,
+    .traffic = &ringBlockTraffic,
+    .order = RankOrder::kRingBlocks,
+    .tiePriority = 0,
+});
 
 }  // namespace chorus::algo

@@ -22,6 +22,8 @@
 // small messages, or hundreds of ranks, a tree or recursive-doubling schedule wins on latency.
 #include "algorithms/common/chunking.h"
 #include "algorithms/ring/ring.h"
+#include "algorithms/common/traffic.h"
+#include "algorithms/registry.h"
 
 namespace chorus::algo {
 
@@ -56,5 +58,30 @@ sched::Schedule buildRingAllReduce(const sched::CollDesc& d, int rank, int nrank
   }
   return s;
 }
+
+cost::Traffic ringAllReduceTraffic(sched::Coll, double N, const cost::CostInput& in) {
+  using namespace traffic;
+  cost::Traffic t;
+  const double n = in.nranks;
+  const double slice = std::ceil(N / n), R = ceilDiv(slice, ringChunk(slice, in.chunkBytes));
+  t.hops = R > 0 ? 2 * (n - 1) + R - 1 : 0;
+  t.messages = 4 * (n - 1) * R;
+  t.waits = 2 * (n - 1) * R;
+  t.headerPeers = std::min(2.0, n - 1);
+  ringBytes(t, 2 * (n - 1) / n * N, in);
+  t.reduceBytes = (n - 1) / n * N;
+  t.workingSet = 2 * N;
+  return t;
+}
+
+CHORUS_REGISTER_ALGORITHM({
+    .coll = sched::Coll::kAllReduce,
+    .name = "ring",
+    .description = "ring reduce-scatter then ring all-gather, chunk-pipelined",
+    .build = &buildRingAllReduce,
+    .traffic = &ringAllReduceTraffic,
+    .order = RankOrder::kRingPositions,
+    .tiePriority = 0,
+});
 
 }  // namespace chorus::algo

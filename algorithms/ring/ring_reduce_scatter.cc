@@ -18,6 +18,8 @@
 // latency-bound small blocks at large n are better served by recursive halving.
 #include "algorithms/common/chunking.h"
 #include "algorithms/ring/ring.h"
+#include "algorithms/common/traffic.h"
+#include "algorithms/registry.h"
 
 namespace chorus::algo {
 
@@ -59,5 +61,34 @@ sched::Schedule buildRingReduceScatter(const sched::CollDesc& d, int rank, int n
   s.scratchBytes = partials.end();
   return s;
 }
+
+// The ring all-gather shares these terms (ring_all_gather.cc): n-1 steps of one block each way.
+cost::Traffic ringBlockTraffic(sched::Coll coll, double N, const cost::CostInput& in) {
+  using namespace traffic;
+  cost::Traffic t;
+  const double n = in.nranks;
+  const double R = ceilDiv(N, ringChunk(N, in.chunkBytes));
+  t.hops = R > 0 ? (n - 1) + R - 1 : 0;
+  t.messages = 2 * (n - 1) * R;
+  t.waits = (n - 1) * R;
+  t.headerPeers = std::min(2.0, n - 1);
+  ringBytes(t, (n - 1) * N, in);
+  if (coll == sched::Coll::kReduceScatter)
+    t.reduceBytes = (n - 1) * N;
+  else
+    t.copyBytes = N;  // the rank's own block
+  t.workingSet = (n + 1) * N;
+  return t;
+}
+
+CHORUS_REGISTER_ALGORITHM({
+    .coll = sched::Coll::kReduceScatter,
+    .name = "ring",
+    .description = "ring of n-1 reduce steps, partials in bounded scratch",
+    .build = &buildRingReduceScatter,
+    .traffic = &ringBlockTraffic,
+    .order = RankOrder::kRingBlocks,
+    .tiePriority = 0,
+});
 
 }  // namespace chorus::algo

@@ -14,8 +14,12 @@
 //   (alpha + c (beta + gamma)), the root receiving log2 n partials per chunk.
 //
 // Tuner: small and medium reduces at large n; large ones want the chain reduce.
+#include <cmath>
+
 #include "algorithms/common/chunking.h"
 #include "algorithms/tree/tree.h"
+#include "algorithms/common/traffic.h"
+#include "algorithms/registry.h"
 
 namespace chorus::algo {
 
@@ -45,5 +49,38 @@ sched::Schedule buildBinomialReduce(const sched::CollDesc& d, int rank, int nran
   s.scratchBytes = partials.end();
   return s;
 }
+
+namespace {
+
+// The root sends (receives) each chunk to (from) its ceil(log2 n) children; the rank 2^(d-1)
+// below it receives one chunk and forwards d-1, as many messages in all.
+cost::Traffic binomialReduceTraffic(sched::Coll coll, double N, const cost::CostInput& in) {
+  using namespace traffic;
+  cost::Traffic t;
+  const double n = in.nranks, L = in.ranksPerHost;
+  const bool multiHost = in.hosts > 1;
+  const double d = std::ceil(std::log2(n)), C = ceilDiv(N, static_cast<double>(in.chunkBytes));
+  t.hops = C > 0 ? d + C - 1 : 0;
+  t.messages = d * C;
+  t.waits = coll == sched::Coll::kReduce ? d * C : C;
+  t.headerPeers = d;
+  t.bytesIntra = d * N;
+  t.bytesNic = multiHost ? d * N : 0;  // the root's children on other hosts, at worst all
+  t.interShare = multiHost ? (n - L) / (n - 1) : 0;
+  if (coll == sched::Coll::kReduce) t.reduceBytes = d * N;
+  t.workingSet = 2 * N;
+  return t;
+}
+
+}  // namespace
+
+CHORUS_REGISTER_ALGORITHM({
+    .coll = sched::Coll::kReduce,
+    .name = "binomial",
+    .description = "binomial tree to the root, chunk-pipelined, partials in scratch",
+    .build = &buildBinomialReduce,
+    .traffic = &binomialReduceTraffic,
+    .order = RankOrder::kRingPositions,
+});
 
 }  // namespace chorus::algo

@@ -17,6 +17,8 @@
 // binomial tree.
 #include "algorithms/common/chunking.h"
 #include "algorithms/tree/tree.h"
+#include "algorithms/common/traffic.h"
+#include "algorithms/registry.h"
 
 namespace chorus::algo {
 
@@ -57,5 +59,36 @@ sched::Schedule buildChainReduce(const sched::CollDesc& d, int rank, int nranks)
   s.scratchBytes = partials.end();
   return s;
 }
+
+namespace {
+
+// The busiest rank is one in the middle: it receives and forwards every chunk.
+cost::Traffic chainReduceTraffic(sched::Coll coll, double N, const cost::CostInput& in) {
+  using namespace traffic;
+  cost::Traffic t;
+  const double n = in.nranks, c = static_cast<double>(in.chunkBytes);
+  const double C = ceilDiv(N, c);
+  t.hops = C > 0 ? n - 2 + C : 0;
+  t.messages = (n > 2 ? 2 : 1) * C;
+  t.waits = C;
+  t.headerPeers = std::min(2.0, n - 1);
+  ringBytes(t, N, in);
+  t.fillBytes = (n - 2) * std::min(c, N);
+  if (coll == sched::Coll::kReduce) t.reduceBytes = N;
+  t.workingSet = 2 * N;
+  return t;
+}
+
+}  // namespace
+
+CHORUS_REGISTER_ALGORITHM({
+    .coll = sched::Coll::kReduce,
+    .name = "chain",
+    .description = "pipelined chain root+1 -> ... -> root, reducing chunk by chunk",
+    .build = &buildChainReduce,
+    .traffic = &chainReduceTraffic,
+    .order = RankOrder::kRingPositions,
+    .tiePriority = 0,
+});
 
 }  // namespace chorus::algo

@@ -26,9 +26,13 @@
 //
 // Tuner: small and medium all-reduces across many hosts, where the ring's 2(n-1) steps
 // dominate; large ones on few hosts want the ring or the hierarchical all-reduce.
+#include <cmath>
+
 #include "algorithms/common/chunking.h"
-#include "algorithms/hier/hier.h"
+#include "algorithms/common/host_groups.h"
 #include "algorithms/tree/tree.h"
+#include "algorithms/common/traffic.h"
+#include "algorithms/registry.h"
 
 namespace chorus::algo {
 
@@ -103,5 +107,61 @@ sched::Schedule buildDoubleTreeAllReduce(const sched::CollDesc& d, int rank, int
   }
   return s;
 }
+
+namespace {
+
+// Two trees over the host leaders (chains below them) or over all ranks; per tree a rank with
+// k children and a parent moves its half 2k + 2 times per chunk.
+cost::Traffic doubleTreeTraffic(sched::Coll, double N, const cost::CostInput& in) {
+  using namespace traffic;
+  cost::Traffic t;
+  const double n = in.nranks, c = static_cast<double>(in.chunkBytes), L = in.ranksPerHost;
+  const bool multiHost = in.hosts > 1;
+  const int m = multiHost ? in.hosts : in.nranks;
+  const auto trees = doubleBinaryTree(m);
+  const double half = std::ceil(N / 2), C = ceilDiv(half, c);
+  const double chain = multiHost && L > 1 ? 1 : 0;  // a leader's intra-host child
+  double mostMoves = 0, mostChildren = 0, mostCross = 0, depth = 0;
+  for (int v = 0; v < m; ++v) {
+    double moves = 0, children = 0, cross = 0;
+    for (const NodeTree& tr : trees) {
+      const double k = static_cast<double>(tr.children[static_cast<size_t>(v)].size());
+      const double up = tr.parent[static_cast<size_t>(v)] >= 0 ? 1 : 0;
+      moves += k + chain + up;
+      children += k + chain;
+      cross += k + up;
+      double dv = 0;
+      for (int u = v; tr.parent[static_cast<size_t>(u)] >= 0; u = tr.parent[static_cast<size_t>(u)])
+        ++dv;
+      depth = std::max(depth, dv);
+    }
+    mostMoves = std::max(mostMoves, moves);
+    mostChildren = std::max(mostChildren, children);
+    mostCross = std::max(mostCross, cross);
+  }
+  if (multiHost) mostMoves = std::max(mostMoves, 2 * (1 + chain));  // a chain rank
+  depth += multiHost ? L - 1 : 0;
+  t.hops = C > 0 ? 2 * depth + C - 1 : 0;
+  t.messages = 2 * mostMoves * C;
+  t.waits = mostMoves * C;
+  t.headerPeers = std::min(n - 1, mostMoves);
+  t.bytesIntra = mostMoves * half;
+  t.bytesNic = multiHost ? mostCross * half : 0;
+  t.interShare = multiHost && mostMoves > 0 ? mostCross / mostMoves : 0;
+  t.reduceBytes = mostChildren * half;
+  t.workingSet = 2 * N;
+  return t;
+}
+
+}  // namespace
+
+CHORUS_REGISTER_ALGORITHM({
+    .coll = sched::Coll::kAllReduce,
+    .name = "tree",
+    .description = "double binary tree over host leaders (chains inside hosts), half the data per tree",
+    .build = &buildDoubleTreeAllReduce,
+    .traffic = &doubleTreeTraffic,
+    .order = RankOrder::kRingPositions,
+});
 
 }  // namespace chorus::algo

@@ -24,8 +24,12 @@
 // Tuner: mid-size all-reduces (a few KiB to a few MiB), where the ring's 2 (n-1) steps cost and
 // the message is too large for one-shot; small ones on very many ranks may prefer the double
 // binary tree. Best at power-of-two rank counts.
+#include <cmath>
+
 #include "algorithms/common/chunking.h"
 #include "algorithms/tree/tree.h"
+#include "algorithms/common/traffic.h"
+#include "algorithms/registry.h"
 
 namespace chorus::algo {
 
@@ -109,5 +113,63 @@ sched::Schedule buildRabenseifnerAllReduce(const sched::CollDesc& d, int rank, i
   if (fold.absorbs(rank)) sendAll(rank - 1, kOutput, all);
   return s;
 }
+
+// Over p = 2^floor(log2 n) ranks (PowerOfTwoFold); with n > p the odd ranks of the fold also
+// take in and give back the whole vector (the busiest). Recursive doubling shares the fold and
+// the crossing rule (recursive_doubling_allreduce.cc).
+cost::Traffic halvingDoublingTraffic(double N, const cost::CostInput& in, bool halving) {
+  using namespace traffic;
+  cost::Traffic t;
+  const double n = in.nranks, c = static_cast<double>(in.chunkBytes), L = in.ranksPerHost;
+  double p = 1;
+  while (p * 2 <= n) p *= 2;
+  const double F = n > p ? 1 : 0, steps = std::log2(p);
+  double crossing = 0;  // bytes one rank sends across hosts (contiguous hosts of L ranks:
+                        // partners at distance >= L are on other hosts)
+  if (halving) {
+    // Each halving and doubling step sends and receives its window; the chunks of one step
+    // stream behind each other, as the ring's do.
+    double messages = 0;
+    for (double j = 1, w = N / 2; j <= steps; ++j, w /= 2) messages += 4 * ceilDiv(w, c);
+    const double C = ceilDiv(N / 2, c);
+    t.hops = C > 0 ? 2 * steps + 2 * F + C - 1 : 0;
+    t.messages = messages + 2 * F * ceilDiv(N, c);
+    t.bytesIntra = 2 * (p - 1) / p * N + F * N;
+    t.reduceBytes = (p - 1) / p * N + F * N;
+    crossing = std::max(0.0, 2 * (p - L) / p * N);
+  } else {
+    // log2 p exchanges of the whole vector.
+    const double C = ceilDiv(N, c);
+    t.hops = C > 0 ? steps + 2 * F + C - 1 : 0;
+    t.messages = (2 * steps + 2 * F) * C;
+    t.bytesIntra = (steps + F) * N;
+    t.reduceBytes = (steps + F) * N;
+    crossing = std::max(0.0, steps - std::log2(std::min(L, p))) * N;
+  }
+  if (in.hosts <= 1) crossing = 0;
+  t.waits = t.messages / 2;
+  t.headerPeers = steps + F;
+  t.bytesNic = L * crossing;
+  t.interShare = t.bytesIntra > 0 ? crossing / t.bytesIntra : 0;
+  t.workingSet = 2 * N;
+  return t;
+}
+
+namespace {
+
+cost::Traffic rabenseifnerTraffic(sched::Coll, double N, const cost::CostInput& in) {
+  return halvingDoublingTraffic(N, in, true);
+}
+
+}  // namespace
+
+CHORUS_REGISTER_ALGORITHM({
+    .coll = sched::Coll::kAllReduce,
+    .name = "rabenseifner",
+    .description = "recursive halving reduce-scatter + recursive doubling all-gather, extra ranks folded",
+    .build = &buildRabenseifnerAllReduce,
+    .traffic = &rabenseifnerTraffic,
+    .order = RankOrder::kRingPositions,
+});
 
 }  // namespace chorus::algo

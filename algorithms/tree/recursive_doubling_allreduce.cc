@@ -24,6 +24,8 @@
 // or without shared memory), and the hop count dominates.
 #include "algorithms/common/chunking.h"
 #include "algorithms/tree/tree.h"
+#include "algorithms/common/traffic.h"
+#include "algorithms/registry.h"
 
 namespace chorus::algo {
 
@@ -84,5 +86,22 @@ sched::Schedule buildRecursiveDoublingAllReduce(const sched::CollDesc& d, int ra
   if (fold.absorbs(rank)) sendAll(rank - 1, kOutput);
   return s;
 }
+
+namespace {
+
+cost::Traffic recursiveDoublingTraffic(sched::Coll, double N, const cost::CostInput& in) {
+  return halvingDoublingTraffic(N, in, false);
+}
+
+}  // namespace
+
+CHORUS_REGISTER_ALGORITHM({
+    .coll = sched::Coll::kAllReduce,
+    .name = "recursive_doubling",
+    .description = "log2 n exchanges of the whole vector with partners 1, 2, 4, ... apart, extra ranks folded",
+    .build = &buildRecursiveDoublingAllReduce,
+    .traffic = &recursiveDoublingTraffic,
+    .order = RankOrder::kRingPositions,
+});
 
 }  // namespace chorus::algo

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "algorithms/common/schedule.h"
+#include "src/cost/cost_model.h"
 
 namespace chorus::algo {
 
@@ -59,5 +60,8 @@ struct NodeTree {
 // the second its mirror (m even) or its shift by one node (m odd), so that most nodes interior
 // in one are leaves in the other. Every node has at most two children in each.
 std::array<NodeTree, 2> doubleBinaryTree(int m);
+
+// Cost terms of Rabenseifner (halving) and recursive doubling, which share the fold.
+cost::Traffic halvingDoublingTraffic(double bytes, const cost::CostInput& in, bool halving);
 
 }  // namespace chorus::algo

@@ -124,8 +124,17 @@ chorusResult_t chorusGetVersion(int* version);
 const char* chorusGetErrorString(chorusResult_t result);
 /// Full message of the last failure on `comm` (or of this thread when comm is NULL).
 const char* chorusGetLastError(chorusComm_t comm);
-/// Build features, e.g. "tcp mpi hwloc" (static text).
+/// Build features: the transports this build has, then its optional components, e.g.
+/// "shm tcp hwloc mpi" (static text).
 const char* chorusGetBuildFeatures(void);
+/// The index-th registered algorithm: its collective ("allreduce"), name ("ring") and a
+/// one-line description (static text). Returns chorusInvalidArgument past the last one.
+chorusResult_t chorusGetAlgorithmInfo(int index, const char** collective, const char** name,
+                                      const char** description);
+/// The index-th transport of this build: its name (what CHORUS_TRANSPORT takes), a one-line
+/// description, and why it cannot be used in this process (NULL when it can).
+chorusResult_t chorusGetTransportInfo(int index, const char** name, const char** description,
+                                      const char** unavailable);
 /// The index-th CHORUS_* environment variable: name, default and doc (static text).
 /// Returns chorusInvalidArgument when index is past the last one.
 chorusResult_t chorusGetEnvInfo(int index, const char** name, const char** defaultValue,

@@ -15,7 +15,10 @@
 #include "src/bootstrap/env.h"
 #include "src/bootstrap/store.h"
 #include "src/bootstrap/unique_id.h"
+#include "algorithms/registry.h"
+#include "src/base/text.h"
 #include "src/core/communicator.h"
+#include "transports/transport.h"
 #include "src/base/config.h"
 #include "src/base/logging.h"
 
@@ -381,7 +384,40 @@ const char* chorusGetLastError(chorusComm_t comm) {
   return tlsLastError.c_str();
 }
 
-const char* chorusGetBuildFeatures(void) { return CHORUS_FEATURES_STRING; }
+const char* chorusGetBuildFeatures(void) {
+  // The registered transports, then the compiled-in components.
+  static const std::string features = [] {
+    std::string f;
+    for (const chorus::TransportFactory* t : chorus::allTransports())
+      chorus::appendItem(f, t->name, " ");
+    const std::string built = CHORUS_FEATURES_STRING;
+    if (!built.empty()) chorus::appendItem(f, built, " ");
+    return f;
+  }();
+  return features.c_str();
+}
+
+chorusResult_t chorusGetAlgorithmInfo(int index, const char** collective, const char** name,
+                                      const char** description) {
+  const auto all = chorus::algo::allAlgorithms();
+  if (index < 0 || static_cast<size_t>(index) >= all.size()) return chorusInvalidArgument;
+  const chorus::algo::AlgoInfo* a = all[static_cast<size_t>(index)];
+  if (collective) *collective = chorus::sched::collName(a->coll);
+  if (name) *name = a->name;
+  if (description) *description = a->description;
+  return chorusSuccess;
+}
+
+chorusResult_t chorusGetTransportInfo(int index, const char** name, const char** description,
+                                      const char** unavailable) {
+  const auto all = chorus::allTransports();
+  if (index < 0 || static_cast<size_t>(index) >= all.size()) return chorusInvalidArgument;
+  const chorus::TransportFactory* t = all[static_cast<size_t>(index)];
+  if (name) *name = t->name;
+  if (description) *description = t->description;
+  if (unavailable) *unavailable = t->unavailable ? t->unavailable() : nullptr;
+  return chorusSuccess;
+}
 
 chorusResult_t chorusGetEnvInfo(int index, const char** name, const char** defaultValue,
                                 const char** doc) {

@@ -81,7 +81,7 @@ StatusOr<PeerInfo> deserializePeerInfo(const uint8_t* data, size_t len) {
                         std::to_string(kMaxEndpoints) + ")");
   for (uint32_t i = 0; i < count; ++i) {
     std::string name;
-    EndpointBlob blob;
+    std::vector<uint8_t> blob;
     if (!r.str(&name, kMaxTransportName)) return truncated(r, "transport name");
     if (!r.blob(&blob, kMaxBlob)) return truncated(r, "endpoint blob");
     if (info.endpoints.count(name))

@@ -1,36 +1,41 @@
-// The communicator: ranks, peers, connections, and the ordered execution of operations.
+// The communicator: ranks, peers, and one path for every call — select, prepare (cached), run.
 //
-// Created collectively (bootstrap all-gather of PeerInfo) or by split. Connections are made
-// lazily, the first time a schedule names a peer, with the best-scoring transport allowed by
-// CHORUS_TRANSPORT. Operations run in the order they were started: a blocking call runs inline
-// on the caller's thread when nothing is queued (no thread hop on the latency path); nonblocking
-// calls are queued to one progress thread per communicator, which blocking calls then wait
-// behind. The first failure is sticky: the connections are cancelled (so peers fail fast with
-// the reason) and every later operation returns the same error.
+// Created collectively (bootstrap all-gather of PeerInfo, then one more round in which ranks
+// agree on what selection may rely on) or by split. A collective call is turned into a
+// CollDesc; the plan cache (plan_cache.h) returns the prepared plan for its signature or, the
+// first time, the tuner (src/tuning/) picks a registered algorithm, its builder builds the
+// rank's schedule in the layout's ring order where the algorithm wants it, and the executor
+// prepares it (src/exec/plan.h). The executor then runs the plan; the communicator only binds
+// buffers and handles the operators schedules do not see (avg divides after a sum; PreMulSum
+// scales the input before it). Operations run in call order (op_queue.h). The first failure is
+// sticky: connections are cancelled and the host window marked (so peers fail fast with the
+// reason), and every later operation returns the same error.
+//
+// Files: communicator.cc (calls, failure, statistics), comm_create.cc (creation, agreement,
+// calibration, host window), comm_plan.cc (selection and the plan cache), comm_split.cc,
+// peers.cc (transports, connections, liveness), op_queue.cc (ordering and progress).
 #pragma once
 
 #include <array>
 #include <atomic>
-#include <condition_variable>
-#include <deque>
-#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "algorithms/common/schedule.h"
 #include "algorithms/kernels/dtype.h"
 #include "algorithms/registry.h"
-#include "src/core/executor.h"
-#include "src/core/host_staging.h"
 #include "src/base/socket_util.h"
 #include "src/base/status.h"
+#include "src/core/op_queue.h"
+#include "src/core/peers.h"
+#include "src/core/plan_cache.h"
+#include "src/cost/cost_model.h"
+#include "src/exec/executor.h"
 #include "src/topology/layout.h"
-#include "src/tuning/cost_model.h"
-#include "transports/transport.h"
+#include "src/tuning/tuner.h"
 
 namespace chorus {
 
@@ -39,7 +44,7 @@ class Bootstrap;
 struct JobId;
 }  // namespace bootstrap
 
-// One collective call, as the API layer validated it. Pointers are the user's.
+/// One collective call, as the API layer validated it. Pointers are the user's.
 struct CollArgs {
   sched::Coll coll = sched::Coll::kAllReduce;
   const void* send = nullptr;
@@ -51,7 +56,7 @@ struct CollArgs {
   std::vector<uint64_t> sendCounts, sendDispls, recvCounts, recvDispls;  // alltoallv
 };
 
-// One point-to-point operation (a group of them runs as one schedule).
+/// One point-to-point operation (a group of them runs as one plan).
 struct P2POp {
   bool isSend = true;
   const void* buf = nullptr;  // recv buffers are written through const_cast
@@ -60,23 +65,6 @@ struct P2POp {
   int peer = 0;
 };
 
-// A nonblocking operation's completion.
-class Request {
- public:
-  bool test(Status* out);  // never blocks
-
- private:
-  friend class Communicator;
-  void finish(Status s);
-  std::mutex mu_;
-  bool done_ = false;
-  Status status_;
-};
-
-struct TransportStats {
-  std::string name;
-  uint64_t sentIntra = 0, recvIntra = 0, sentInter = 0, recvInter = 0;
-};
 struct CommStats {
   std::vector<TransportStats> transports;
   std::map<std::string, uint64_t> algos;  // "allreduce:ring" -> count
@@ -84,8 +72,8 @@ struct CommStats {
 
 class Communicator {
  public:
-  // Joins the job: all-gathers PeerInfo through `boot`, which the communicator keeps (rank 0 may
-  // be serving the store from it).
+  /// Joins the job: all-gathers PeerInfo through `boot`, which the communicator keeps (rank 0 may
+  /// be serving the store from it).
   static StatusOr<std::unique_ptr<Communicator>> create(std::unique_ptr<bootstrap::Bootstrap> boot,
                                                         const bootstrap::JobId& job, int rank,
                                                         int nranks);
@@ -99,25 +87,25 @@ class Communicator {
   Status sendRecv(std::vector<P2POp> ops);
   StatusOr<std::shared_ptr<Request>> sendRecvAsync(std::vector<P2POp> ops);
 
-  // Collective over this communicator; *out is null for color < 0.
+  /// Collective over this communicator; *out is null for color < 0.
   Status split(int color, int key, std::unique_ptr<Communicator>* out);
-  // Cancels every connection (peers learn why) and fails queued operations.
+  /// chorusCommSplitType: the ranks of this rank's host (kHost) or NUMA node (kNuma).
+  Status splitType(topo::GroupKind kind, int key, std::unique_ptr<Communicator>* out);
+  /// Cancels every connection (peers learn why) and fails queued operations.
   void abort(const std::string& why);
 
-  // Completes `req`, running queued operations on this thread until it is done.
-  Status waitFor(const std::shared_ptr<Request>& req);
+  /// Completes `req`, running queued operations on this thread until it is done.
+  Status waitFor(const std::shared_ptr<Request>& req) { return queue_.wait(req); }
 
-  void setTimeout(double seconds) {
-    timeoutSeconds_ = seconds;
-    stagingEnv_.timeoutSeconds = seconds;
-  }
+  void setTimeout(double seconds);
   CommStats stats();
-  // Where every rank runs (hosts, NUMA nodes, subgroups, ring order); built at creation.
+  /// Where every rank runs (hosts, NUMA nodes, subgroups, ring order); built at creation.
   const topo::Layout& layout() const { return *layout_; }
-  // chorusCommSplitType: the ranks of this rank's host (kHost) or NUMA node (kNuma).
-  Status splitType(topo::GroupKind kind, int key, std::unique_ptr<Communicator>* out);
+  /// What selection relies on (agreed by every rank at creation).
+  const algo::Platform& platform() const { return platform_; }
+  size_t cachedPlans() const { return plans_.size(); }
 
-  // PreMulSum operators: scalar bytes of `dtype`; returns the new op value (>= chorusNumOps).
+  /// PreMulSum operators: scalar bytes of `dtype`; returns the new op value (>= chorusNumOps).
   StatusOr<int> createPreMulSum(const void* scalar, DataType dtype);
   Status destroyRedOp(int op);
   bool isValidOp(int op, DataType dtype, std::string* why) const;
@@ -127,71 +115,55 @@ class Communicator {
 
  private:
   Communicator(int rank, int nranks);
+  Status readConfig();
   Status buildLayout();
-  void setupCostInput();
+  Status agree();
+  Status setupWindow();
   Status calibrate();
-  sched::Schedule buildInRingOrder(const algo::AlgoInfo& algo, const sched::CollDesc& d) const;
+  void finishSetup();
+
+  // Calls.
   Status runNow(const CollArgs& args);
   Status runP2PNow(const std::vector<P2POp>& ops);
-  Status runSchedule(const sched::Schedule& s, std::vector<std::byte*> buffers, DataType dtype,
-                     ReduceOp op, const OpIdentity& id);
-  Status ensureConnected(const std::vector<int>& peers);
-  Status connectEagerly();
-  // Creates staging_ when every rank is on this host and shared memory may be used.
-  Status setupStaging();
-  // The algorithm's name for `d`: CHORUS_ALGO's, else the default rule's for this platform.
-  std::string_view chooseAlgorithm(const sched::CollDesc& d);
-  HostStaging::WaitEnv stagingEnv();  // CHORUS_CONNECT=eager (default): the full mesh at creation
-  Status checkPeers(const std::vector<int>& peers);
-  StatusOr<std::shared_ptr<const sched::Schedule>> scheduleFor(const sched::CollDesc& d,
-                                                                 std::string* algoName);
+  Status runPlan(const exec::Plan& plan, exec::Bindings& bind, DataType dtype, ReduceOp op,
+                 const exec::OpIdentity& id);
   Status fail(const Status& why);
-  // Runs `work` in order with everything queued before it; inline when the queue is idle.
-  Status runOrdered(std::function<Status()> work);
-  std::shared_ptr<Request> enqueue(std::function<Status()> work);
-  bool runNextQueued();  // caller holds execMu_
-  void workerLoop();
+  Status checkUsable() const;
+  bool urgent(const CollArgs& a);
+
+  // Selection and plans (comm_plan.cc).
+  sched::CollDesc describe(const CollArgs& a, bool inPlace) const;
+  StatusOr<std::shared_ptr<const exec::Plan>> planFor(const sched::CollDesc& d);
+  StatusOr<std::shared_ptr<const exec::Plan>> p2pPlan(const std::vector<P2POp>& ops);
 
   int rank_ = 0;
   int nranks_ = 1;
   uint64_t commId_ = 0;
-  net::SockAddr listenAddr_;
   double timeoutSeconds_ = 300;
   int spinUs_ = 20;
   uint64_t chunkBytes_ = 1 << 20;
-  std::map<sched::Coll, std::string> forcedAlgo_;
+  tune::AlgoMask mask_;
 
   std::unique_ptr<bootstrap::Bootstrap> boot_;
-  std::vector<PeerInfo> peers_;
+  std::unique_ptr<Peers> peers_;
   std::unique_ptr<topo::Layout> layout_;
-  tune::CostInput costInput_;
-  tune::CostModel costModel_ = tune::defaultCostModel();
-  uint32_t minCores_ = 0;    // the fewest cores any rank's host has (agreed at creation)
-  uint32_t minNicMbps_ = 0;  // the slowest nearest-NIC speed of any rank (0: unknown)
-  bool shmInside_ = false;   // shared memory joins the ranks of every host (agreed)
-  std::map<std::pair<int, uint64_t>, std::string> tunerChoices_;  // (coll, bytes) -> algorithm
-  std::vector<std::unique_ptr<Transport>> transports_;
-  std::vector<std::unique_ptr<Connection>> conns_;  // by peer rank, lazily
-  std::vector<int> connTransport_;                  // index into transports_, -1 if none
-  Executor executor_;
-  // All ranks on this host: small all-reduces run through this segment (see host_staging.h).
-  std::unique_ptr<HostStaging> staging_;
-  HostStaging::WaitEnv stagingEnv_;  // built once: the per-call path allocates nothing
-  // Every peer is reachable one-sidedly (shared memory with cross-memory attach).
-  bool oneSided_ = false;
+  std::vector<int> hostOf_;  // per rank (several hosts only), for host-aware builders
+  tune::Agreement agreed_;
+  algo::Platform platform_;
+  cost::CostModel model_ = cost::defaultCostModel();
+  std::unique_ptr<HostWindow> window_;
+
+  PlanCache plans_;
+  exec::Executor executor_;
+  exec::ExecEnv env_;
+  exec::Bindings bindings_;  // reused from call to call
+  std::shared_ptr<const exec::Plan> lastCounted_;
+  uint64_t* lastCounter_ = nullptr;  // algoCounts_'s entry of lastCounted_
+  std::atomic<bool> aborting_{false};  // set by abort(), possibly from another thread
+
   uint64_t collSeq_ = 0;
   uint64_t splitSeq_ = 0;
   Status failed_;
-
-  struct CacheKey {
-    sched::Coll coll;
-    uint64_t count;
-    size_t elemSize;
-    int root;
-    bool inPlace;
-    auto operator<=>(const CacheKey&) const = default;
-  };
-  std::map<CacheKey, std::pair<std::shared_ptr<const sched::Schedule>, std::string>> cache_;
   std::map<std::string, uint64_t> algoCounts_;
 
   struct PreMul {
@@ -201,18 +173,12 @@ class Communicator {
   std::map<int, PreMul> preMulOps_;
   int nextOp_ = 5;  // chorusNumOps
 
-  // Ordered execution.
-  std::mutex execMu_;  // held while an operation runs
-  std::mutex queueMu_;
-  std::condition_variable queueCv_;
-  std::deque<std::pair<std::function<Status()>, std::shared_ptr<Request>>> queue_;
-  int waiters_ = 0;
-  std::atomic<bool> aborting_{false};  // set by abort(), possibly from another thread  // threads inside waitFor(); the worker stands aside while > 0
-  bool stopping_ = false;
-  std::thread worker_;
-
   std::mutex errMu_;
   std::string lastError_;
+
+  OpQueue queue_;  // last: its worker runs operations on everything above
+
+  friend class CommBuilder;
 };
 
 }  // namespace chorus

@@ -50,17 +50,6 @@ uint64_t floatCount(Coll coll, uint64_t size, int nranks) {
   return std::max<uint64_t>(1, bytes / 4);
 }
 
-// The all-reduce paths through the host staging segment (no schedule): what the communicator
-// runs for a oneshot / twoshot choice on such a platform.
-bool stagedPath(Coll coll, std::string_view algo, uint64_t bytes, const JobModel& job) {
-  const algo::Platform& p = job.platform;
-  if (coll != Coll::kAllReduce || job.input.hosts != 1) return false;
-  if (algo == "oneshot") return p.stagingBytes > 0 && bytes <= p.stagingBytes;
-  if (algo == "twoshot")
-    return p.stagedTwoShot && job.input.roundBytes > 0 && bytes > p.stagingBytes;
-  return false;
-}
-
 // The fastest NIC of `system` whose link is up and whose speed is known; nullptr when none.
 const topo::Node* fastestNic(const topo::System& system) {
   const topo::Node* best = nullptr;
@@ -94,54 +83,48 @@ StatusOr<JobModel> modelJob(const topo::Layout& layout, bool shm, int cores, dou
   const int n = layout.nranks();
   const bool oneHost = layout.numHosts() == 1;
 
-  // Communicator::setupStaging(): every rank on one host, shm allowed, a non-zero slot; the
-  // segment rounds the slot to cache lines and the round areas to pages.
-  const bool staging = shm && oneHost && n >= 2 && slot > 0;
+  // What the ranks of such a job agree on at creation (src/core/comm_create.cc): shared
+  // memory's window when every rank is on one host and its slot is not 0 (rounded as the
+  // window rounds it), one-sided reads when cross-memory attach may be used, the link classes
+  // of the transports that reach the peers.
+  tune::Agreement agreed;
+  const bool window = shm && oneHost && n >= 2 && slot > 0;
+  if (window) agreed.window = {roundUp(std::max<uint64_t>(slot, 64), 64), roundUp(round, 4096)};
+  agreed.oneSided = shm && oneHost && n >= 2 && cma != 0;
+  agreed.intra = shm ? cost::LinkClass::kShm : cost::LinkClass::kTcpLoopback;
+  agreed.inter = cost::LinkClass::kEthernet;
+  agreed.minCores = static_cast<uint32_t>(std::max(cores, 0));
+  agreed.minNicMbps = static_cast<uint32_t>(nicGbps * 1000);
+  // The chunk in whole floats, as a float32 call describes it.
+  agreed.chunkBytes = std::max<uint64_t>(4, chunk / 4 * 4);
   JobModel job;
-  algo::Platform& p = job.platform;
-  p.nranks = n;
-  p.stagingBytes = staging ? roundUp(std::max<uint64_t>(slot, 64), 64) : 0;
-  const uint64_t roundBytes = staging ? roundUp(round, 4096) : 0;
-  p.stagedTwoShot = roundBytes > 0;
-  // One-sided reads need every pair readable: cross-memory attach between ranks of one host.
-  p.oneSided = shm && oneHost && n >= 2 && cma != 0;
-
-  // Communicator::setupCostInput(): shared memory inside a host when some pair uses it.
-  const bool intraShm = shm && (layout.maxLocalSize() > 1 || staging);
-  job.input = tune::costInputFor(layout, intraShm ? tune::LinkClass::kShm
-                                                  : tune::LinkClass::kTcpLoopback,
-                                 tune::LinkClass::kEthernet, cores);
-  job.input.interSpeedGbps = nicGbps;
-  // chooseAlgorithm(): the chunk in whole floats, the staging rounds.
-  job.input.chunkBytes = std::max<uint64_t>(4, chunk / 4 * 4);
-  job.input.roundBytes = roundBytes;
-  job.input.stagingBytes = p.stagingBytes;
+  job.platform = tune::platformFor(layout, agreed);
 
   std::ostringstream s;
   s << "transport " << (shm ? "shm" : "tcp") << ": intra-host "
-    << tune::linkClassName(job.input.intra);
-  if (staging) {
-    s << ", staging " << formatBytes(p.stagingBytes) << " one-shot slots";
-    if (roundBytes) s << " + " << formatBytes(roundBytes) << " two-shot rounds";
+    << cost::linkClassName(agreed.intra);
+  if (window) {
+    s << ", host window: " << formatBytes(agreed.window.slotBytes) << " one-shot slot";
+    if (agreed.window.roundBytes) s << " + " << formatBytes(agreed.window.roundBytes) << " rounds";
   } else {
-    s << ", no host staging";
+    s << ", no host window";
   }
-  s << (p.oneSided ? ", one-sided (cross-memory attach)" : ", not one-sided");
+  s << (agreed.oneSided ? ", one-sided (cross-memory attach)" : ", not one-sided");
   if (!oneHost) {
     s << "; inter-host ethernet at ";
     if (nicGbps > 0)
       s << nicGbps << " Gb/s" << (nicSource.empty() ? "" : " (" + nicSource + ")");
     else
       s << "the nominal "
-        << tune::defaultCostModel().constants(tune::LinkClass::kEthernet).nominalGbps << " Gb/s";
+        << cost::defaultCostModel().constants(cost::LinkClass::kEthernet).nominalGbps << " Gb/s";
   }
   s << "; " << cores << (cores == 1 ? " core" : " cores") << " per host; chunk "
-    << formatBytes(job.input.chunkBytes);
+    << formatBytes(agreed.chunkBytes);
   job.summary = s.str();
   return job;
 }
 
-std::string tuneCsv(const tune::CostModel& model, const JobModel& job, uint64_t minBytes,
+std::string tuneCsv(const cost::CostModel& model, const JobModel& job, uint64_t minBytes,
                     uint64_t maxBytes, uint64_t factor) {
   std::ostringstream o;
   o << "coll,nranks,bytes,algorithm,predicted_us\n";
@@ -155,14 +138,13 @@ std::string tuneCsv(const tune::CostModel& model, const JobModel& job, uint64_t 
       d.coll = coll;
       d.elemSize = 4;
       d.count = coll == Coll::kBarrier ? 0 : floatCount(coll, size, n);
-      d.chunkBytes = job.input.chunkBytes;
-      const tune::Choice c = model.choose(coll, d, job.platform, job.input);
+      d.chunkBytes = job.platform.cost.chunkBytes;
+      d.window = job.platform.window;
+      const tune::Choice c = tune::choose(model, d, job.platform);
       if (!c.algo) continue;
-      const std::string_view name = c.algo->name;
       char us[32];
       std::snprintf(us, sizeof us, "%.3f", c.predictedUs);
-      o << sched::collName(coll) << "," << n << "," << size << "," << name
-        << (stagedPath(coll, name, d.count * d.elemSize, job) ? "(staged)" : "") << "," << us
+      o << sched::collName(coll) << "," << n << "," << size << "," << c.algo->name << "," << us
         << "\n";
     }
   }
@@ -231,7 +213,7 @@ bool printTuning(const topo::System& system, const TuneFlags& flags, int* exitCo
   }
   StatusOr<JobModel> job = modelJob(*layout, shm, cores, nicGbps, nicSource);
   if (!job.ok()) return fail(job.status().message(), 2);
-  tune::CostModel model = tune::defaultCostModel();
+  cost::CostModel model = cost::defaultCostModel();
   if (Status s = model.applyOverrides(flags.constants); !s.ok()) return fail(s.message(), 2);
 
   if (flags.csv) {
@@ -250,8 +232,7 @@ bool printTuning(const topo::System& system, const TuneFlags& flags, int* exitCo
   o << "\nCost model constants" << (flags.constants.empty() ? "" : " (with --constants)")
     << ":\n"
     << model.constantsTable() << "\n"
-    << model.decisionTable(job->platform, job->input, flags.minBytes, flags.maxBytes,
-                           flags.factor);
+    << tune::decisionTable(model, job->platform, flags.minBytes, flags.maxBytes, flags.factor);
   std::fputs(o.str().c_str(), stdout);
   return true;
 }

@@ -2,15 +2,14 @@
 // the predicted time and bus bandwidth, for a job of --ranks N on hosts of --ranks-per-host K
 // (default: 2 ranks on one host).
 //
-// The prediction is only worth reading if it is the one a real job makes, so the Platform and
-// the CostInput are built as Communicator::setupStaging(), setupCostInput() and
-// chooseAlgorithm() build them, from the same CHORUS_* variables:
+// The prediction is only worth reading if it is the one a real job makes, so the Platform is
+// built by tune::platformFor() from the agreement a job of that shape reaches at creation
+// (src/core/comm_create.cc), from the same CHORUS_* variables:
 //   - shm (the default; CHORUS_TRANSPORT without "shm" means tcp): ranks of one host talk over
-//     shared memory; all on one host, all-reduces up to CHORUS_SHM_STAGING run one-shot through
-//     the host staging slots and larger ones two-shot through its CHORUS_SHM_STAGING_ROUND
-//     areas (both rounded as the staging segment rounds them); one-sided algorithms run when
-//     CHORUS_SHM_CMA is 1 and every rank shares the host;
-//   - tcp: TCP loopback between ranks of a host, no staging, nothing one-sided;
+//     shared memory; all on one host, they have the host window (CHORUS_SHM_STAGING slot,
+//     CHORUS_SHM_STAGING_ROUND rounds, rounded as the window rounds them); one-sided algorithms
+//     run when CHORUS_SHM_CMA is 1 and every rank shares the host;
+//   - tcp: TCP loopback between ranks of a host, no window, nothing one-sided;
 //   - several hosts: Ethernet between them at --nic-gbps (default: the fastest NIC of the
 //     System shown, detected or from --file; the class's nominal rate when none has a speed);
 //   - time-sharing over --cores (default: this machine's online cores, as the library counts
@@ -19,8 +18,8 @@
 // set, and shows the model's choice regardless.
 //
 // --tune-csv prints "coll,nranks,bytes,algorithm,predicted_us" lines instead (bytes: the
-// nccl-tests size, i.e. chorus-perf's size column; algorithm as in the table, "(staged)" for the
-// host staging paths), for scripts such as bench/tune_check.sh.
+// nccl-tests size, i.e. chorus-perf's size column; algorithm as in the table), for scripts such
+// as bench/tune_check.sh.
 #pragma once
 
 #include <cstdint>
@@ -32,7 +31,8 @@
 #include "src/base/status.h"
 #include "src/topology/layout.h"
 #include "src/topology/system.h"
-#include "src/tuning/cost_model.h"
+#include "src/cost/cost_model.h"
+#include "src/tuning/tuner.h"
 
 namespace chorus::topo_tool {
 
@@ -57,11 +57,10 @@ void addTuneOptions(CLI::App& app, TuneFlags& flags);
 // not. Sets *exitCode on failure.
 bool printTuning(const topo::System& system, const TuneFlags& flags, int* exitCode);
 
-// What the tuner of a real job sees: the Platform and CostInput the communicator would build.
+// What the tuner of a real job sees: the Platform the communicator would build.
 struct JobModel {
-  algo::Platform platform;
-  tune::CostInput input;
-  std::string summary;  // one line: transport, staging, one-sided, cores, NIC speed
+  algo::Platform platform;  // its `cost` is the CostInput of the job
+  std::string summary;      // one line: transport, window, one-sided, cores, NIC speed
 };
 
 // The model of a job laid out as `layout`, over shared memory (`shm`) or TCP, with `cores`
@@ -73,7 +72,7 @@ StatusOr<JobModel> modelJob(const topo::Layout& layout, bool shm, int cores, dou
 
 // The --tune-csv lines (with a header line) for sizes minBytes, x factor, ... up to maxBytes,
 // maxBytes included, as CostModel::decisionTable() lists them.
-std::string tuneCsv(const tune::CostModel& model, const JobModel& job, uint64_t minBytes,
+std::string tuneCsv(const cost::CostModel& model, const JobModel& job, uint64_t minBytes,
                     uint64_t maxBytes, uint64_t factor);
 
 }  // namespace chorus::topo_tool

@@ -203,6 +203,13 @@ void ShmConnection::progressRecvs() {
 
 void ShmConnection::checkPeerState() {
   const uint32_t st = in_->state.load(std::memory_order_acquire);
+  if (st == 0 && gone_) {
+    // Gone without a word: the same rule as closed. Its writes are all visible now (the process
+    // has ended), so an empty ring means nothing more will come.
+    const bool drained = in_->head.load(std::memory_order_acquire) == inTail_;
+    if ((!recvs_.empty() && drained) || !sends_.empty()) fail(goneWhy_);
+    return;
+  }
   if (st == 0) return;
   if (st & kAborted) {
     const Code code = in_->abortCode == static_cast<int32_t>(Code::kInvalidUsage)
@@ -216,6 +223,12 @@ void ShmConnection::checkPeerState() {
   const bool drained = in_->head.load(std::memory_order_acquire) == inTail_;
   if ((!recvs_.empty() && drained) || !sends_.empty())
     fail(remoteError(peerName() + " closed the connection"));
+}
+
+void ShmConnection::peerGone(const Status& why) {
+  if (gone_) return;
+  gone_ = true;
+  goneWhy_ = why;
 }
 
 void ShmConnection::progress() {
@@ -291,10 +304,37 @@ void ShmConnection::endWait() {
   out_->producerWaiting.store(0, std::memory_order_relaxed);
 }
 
-Status ShmConnection::read(void* dst, uint64_t remote, size_t bytes) {
+namespace {
+
+// A cross-memory-attach handle: the exposed range's address and length in the owner's process.
+struct CmaHandle {
+  uint64_t addr;
+  uint64_t bytes;
+};
+
+}  // namespace
+
+StatusOr<MemHandle> ShmConnection::expose(const void* base, size_t bytes) {
+  MemHandle h;
+  const CmaHandle c{reinterpret_cast<uint64_t>(base), bytes};
+  h.size = sizeof c;
+  std::memcpy(h.bytes, &c, sizeof c);
+  return h;
+}
+
+Status ShmConnection::read(void* dst, const MemHandle& remote, uint64_t offset, size_t bytes) {
   if (failed_) return failure_;
   if (!readOk_) return internalError(peerName() + ": cross-memory attach is not available");
-  Status st = readProcess(peerPid_, peer_, dst, remote, bytes);
+  CmaHandle c;
+  if (remote.size != sizeof c)
+    return invalidUsage(peerName() + " sent a memory handle of " + std::to_string(remote.size) +
+                        " bytes, not a cross-memory-attach one");
+  std::memcpy(&c, remote.bytes, sizeof c);
+  if (offset > c.bytes || bytes > c.bytes - offset)
+    return invalidUsage("reading bytes [" + std::to_string(offset) + ", " +
+                        std::to_string(offset + bytes) + ") of " + peerName() +
+                        "'s memory, which exposed only " + std::to_string(c.bytes));
+  Status st = readProcess(peerPid_, peer_, dst, c.addr + offset, bytes);
   if (!st.ok()) {
     checkPeerState();
     if (failed_) return failure_;

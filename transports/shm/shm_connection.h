@@ -21,7 +21,12 @@
 // (which every sleeper also watches), so the peer fails at once with the same code (usage errors
 // stay usage errors, the rest become kRemoteError). Destroying the connection sets "closed": the
 // peer reads what was sent before and then fails with kRemoteError. A peer that dies without
-// either is found by the executor's pid liveness check.
+// either is found by the communicator's pid liveness check, which calls peerGone(): the same
+// rule as "closed" — what it sent before it ended is still received.
+//
+// One-sided reads: expose() hands the peer a MemHandle holding the address and length of a
+// local range; read() copies from the peer's range with process_vm_readv, bounds-checked
+// against the length the peer exposed.
 #pragma once
 
 #include <sys/types.h>
@@ -100,7 +105,9 @@ class ShmConnection final : public Connection {
   void endWait() override;
   bool connected() const override;
   bool canRead() const override { return readOk_; }
-  Status read(void* dst, uint64_t remote, size_t bytes) override;
+  StatusOr<MemHandle> expose(const void* base, size_t bytes) override;
+  Status read(void* dst, const MemHandle& remote, uint64_t offset, size_t bytes) override;
+  void peerGone(const Status& why) override;
   ConnStats stats() const override { return stats_; }
 
   // Tries one process_vm_readv of `bytes` at the peer's `addr` and records the result for the
@@ -154,6 +161,8 @@ class ShmConnection final : public Connection {
 
   bool failed_ = false;
   Status failure_;
+  bool gone_ = false;  // the peer's process has ended (peerGone)
+  Status goneWhy_;
   ConnStats stats_;
 };
 

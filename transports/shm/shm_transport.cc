@@ -11,6 +11,7 @@
 #include "src/base/logging.h"
 #include "transports/shm/segment.h"
 #include "transports/shm/shm_connection.h"
+#include "transports/shm/shm_window.h"
 
 namespace chorus {
 namespace shm {
@@ -63,15 +64,38 @@ class ShmTransport final : public Transport {
   }
 
   std::string_view name() const override { return "shm"; }
+  TransportCaps caps() const override {
+    TransportCaps c;
+    c.oneSidedRead = true;  // each connection says whether cross-memory attach works to its peer
+    auto slot = config::getBytes("CHORUS_SHM_STAGING");
+    c.hostWindow = slot.ok() && *slot > 0;  // CHORUS_SHM_STAGING=0 turns the window off
+    return c;
+  }
 
-  Reach canConnect(const PeerInfo& self, const PeerInfo& peer) const override {
-    auto it = peer.endpoints.find("shm");
+  Reach canConnect(const PeerIdentity& self, const PeerIdentity& peer,
+                   const EndpointBlob& peerBlob) const override {
     Blob b;
-    if (it == peer.endpoints.end() || !decode(it->second, &b)) return {};
+    if (!decode(peerBlob, &b)) return {};
     // The same host and the same IPC namespace share /dev/shm; the pid namespace must match too
     // for process_vm_readv and for the liveness checks to name the right process.
     if (peer.hostId != self.hostId || b.ipcNs != self_.ipcNs || b.pidNs != self_.pidNs) return {};
-    return {true, kShmScore};
+    return {true, kShmScore, cost::LinkClass::kShm};
+  }
+
+  StatusOr<std::unique_ptr<Transport>> forSplit(const TransportContext& child) override {
+    // The endpoint (pid, namespaces) is the process's own: the child publishes the same one.
+    return makeShmTransport(child.rank, child.commId);
+  }
+
+  StatusOr<std::unique_ptr<HostWindow>> createWindow(int rank, int nranks,
+                                                     const PeerIdentity& rank0,
+                                                     const WaitPolicy& w) override {
+    CHORUS_ASSIGN_OR_RETURN(uint64_t slot, config::getBytes("CHORUS_SHM_STAGING"));
+    CHORUS_ASSIGN_OR_RETURN(uint64_t round, config::getBytes("CHORUS_SHM_STAGING_ROUND"));
+    if (slot == 0) return invalidUsage("the host window is disabled (CHORUS_SHM_STAGING=0)");
+    CHORUS_ASSIGN_OR_RETURN(auto win,
+                            ShmWindow::create(rank, nranks, commId_, rank0.pid, slot, round, w));
+    return std::unique_ptr<HostWindow>(std::move(win));
   }
 
   Status listen(EndpointBlob* out) override {
@@ -153,6 +177,17 @@ class ShmTransport final : public Transport {
   const uint64_t commId_;
   Blob self_;
 };
+
+StatusOr<std::unique_ptr<Transport>> createShm(const TransportContext& ctx) {
+  return makeShmTransport(ctx.rank, ctx.commId);
+}
+
+CHORUS_REGISTER_TRANSPORT({
+    .name = "shm",
+    .description = "shared memory between ranks of one host: slot rings, cross-memory attach, "
+                   "the host window",
+    .create = &createShm,
+});
 
 }  // namespace
 }  // namespace shm

@@ -21,7 +21,7 @@ constexpr auto kCancelBudget = std::chrono::milliseconds(100);
 constexpr size_t kMaxDrainBytes = 64 << 20;
 
 bool wouldBlock(int err) { return err == EAGAIN || err == EWOULDBLOCK; }
-bool peerGone(int err) { return err == ECONNRESET || err == EPIPE || err == ENOTCONN; }
+bool connectionLost(int err) { return err == ECONNRESET || err == EPIPE || err == ENOTCONN; }
 
 }  // namespace
 
@@ -126,7 +126,7 @@ void TcpConnection::progressSends() {
       int err = errno;
       if (err == EINTR) continue;
       if (wouldBlock(err)) return;
-      if (peerGone(err)) {
+      if (connectionLost(err)) {
         // The peer may have said why before it went: an ABORT frame waiting in our input.
         progressRecvs();
         return onPeerGone(err);
@@ -163,7 +163,7 @@ void TcpConnection::progressRecvs() {
           int err = errno;
           if (err == EINTR) continue;
           if (wouldBlock(err)) return;
-          if (peerGone(err)) return onPeerGone(err);
+          if (connectionLost(err)) return onPeerGone(err);
           return fail(errnoStatus("recv", peerName(), err));
         }
         headerFilled_ += static_cast<size_t>(r);
@@ -204,7 +204,7 @@ void TcpConnection::progressRecvs() {
         int err = errno;
         if (err == EINTR) continue;
         if (wouldBlock(err)) return;
-        if (peerGone(err)) return onPeerGone(err);
+        if (connectionLost(err)) return onPeerGone(err);
         return fail(errnoStatus("readv", peerName(), err));
       }
       const size_t k = std::min(static_cast<size_t>(n), r.bytes - payloadFilled_);
@@ -248,7 +248,7 @@ void TcpConnection::readAbortMessage() {
       int err = errno;
       if (err == EINTR) continue;
       if (wouldBlock(err)) return;
-      if (peerGone(err)) return onPeerGone(err);
+      if (connectionLost(err)) return onPeerGone(err);
       return fail(errnoStatus("recv", peerName(), err));
     }
     abortMessage_.append(buf, static_cast<size_t>(r));

@@ -78,9 +78,22 @@ class TcpTransport final : public Transport {
       : myRank_(myRank), commId_(commId), listenAddr_(listenAddr) {}
 
   std::string_view name() const override { return "tcp"; }
+  TransportCaps caps() const override { return {}; }
 
-  Reach canConnect(const PeerInfo&, const PeerInfo&) const override {
-    return Reach{true, kTcpScore};
+  Reach canConnect(const PeerIdentity& self, const PeerIdentity& peer,
+                   const EndpointBlob& peerBlob) const override {
+    if (peerBlob.empty()) return {};
+    return Reach{true, kTcpScore,
+                 peer.hostId == self.hostId ? cost::LinkClass::kTcpLoopback
+                                            : cost::LinkClass::kEthernet};
+  }
+
+  // Members of a split listen where the parent listens: the same interface reaches the same
+  // peers.
+  StatusOr<std::unique_ptr<Transport>> forSplit(const TransportContext& child) override {
+    net::SockAddr addr = listenAddr_;
+    addr.setPort(0);
+    return makeTcpTransport(child.rank, child.commId, addr);
   }
 
   Status listen(EndpointBlob* out) override {
@@ -398,6 +411,32 @@ StatusOr<net::SockAddr> decodeEndpoint(const EndpointBlob& blob) {
   a.setPort(port);
   return a;
 }
+
+// Where to listen: CHORUS_SOCKET_IFNAME's first interface when it is set; otherwise the local
+// address of the route to the bootstrap root (the interface peers reach us through), else the
+// first interface listInterfaces() offers.
+StatusOr<net::SockAddr> chooseListenAddress(const net::SockAddr* root) {
+  if (!config::isSet("CHORUS_SOCKET_IFNAME") && root) {
+    auto toward = net::localAddressToward(*root);
+    if (toward.ok()) return toward;
+  }
+  CHORUS_ASSIGN_OR_RETURN(auto ifs, net::listInterfaces());
+  if (ifs.empty())
+    return invalidArgument("no network interface matches CHORUS_SOCKET_IFNAME='" +
+                           config::getString("CHORUS_SOCKET_IFNAME") + "'");
+  return ifs.front().addr;
+}
+
+StatusOr<std::unique_ptr<Transport>> createTcp(const TransportContext& ctx) {
+  CHORUS_ASSIGN_OR_RETURN(net::SockAddr addr, chooseListenAddress(ctx.root));
+  return makeTcpTransport(ctx.rank, ctx.commId, addr);
+}
+
+CHORUS_REGISTER_TRANSPORT({
+    .name = "tcp",
+    .description = "TCP sockets, one per pair of ranks: any peer with an IP route",
+    .create = &createTcp,
+});
 
 }  // namespace tcp
 

@@ -21,7 +21,7 @@ PeerInfo samplePeer() {
   p.numa = 3;
   p.gpu = 7;
   p.nic = 1;
-  EndpointBlob tcp(37), shm(5);
+  std::vector<uint8_t> tcp(37), shm(5);
   for (auto& b : tcp) b = static_cast<uint8_t>(rng());
   for (auto& b : shm) b = static_cast<uint8_t>(rng());
   p.endpoints["tcp"] = tcp;

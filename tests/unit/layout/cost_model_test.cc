@@ -11,12 +11,14 @@
 #include <vector>
 
 #include "algorithms/registry.h"
+#include "src/cost/cost_model.h"
 #include "src/topology/layout.h"
-#include "src/tuning/cost_model.h"
+#include "src/tuning/tuner.h"
 
 namespace chorus::tune {
 namespace {
 
+using namespace cost;
 using sched::Coll;
 constexpr uint64_t kKiB = 1024, kMiB = 1024 * 1024;
 
@@ -30,12 +32,34 @@ CostInput oneHost(int n, LinkClass intra, int cores = 2) {
   return in;
 }
 
-algo::Platform platform(int n, bool oneSided, uint64_t staging) {
+// A platform of n ranks; `slot` > 0 gives it a host window with that slot and `round` rounds.
+algo::Platform platform(int n, bool oneSided, uint64_t slot, uint64_t round = 0) {
   algo::Platform p;
   p.nranks = n;
   p.oneSided = oneSided;
-  p.stagingBytes = staging;
+  p.window = {slot, slot ? round : 0};
   return p;
+}
+
+const algo::AlgoInfo& info(Coll coll, std::string_view name) {
+  const algo::AlgoInfo* a = algo::findAlgorithm(coll, name);
+  EXPECT_NE(a, nullptr) << name;
+  return *a;
+}
+
+// The tuner's pick for `d` on platform `p` with the layout and links of `in`.
+Choice choose(Coll coll, const sched::CollDesc& d, algo::Platform p, const CostInput& in) {
+  p.cost = in;
+  p.cost.roundBytes = p.window.roundBytes;
+  sched::CollDesc x = d;
+  x.coll = coll;
+  x.window = p.window;
+  return tune::choose(defaultCostModel(), x, p);
+}
+
+double predict(const CostModel& m, Coll coll, std::string_view name, uint64_t bytes,
+               const CostInput& in) {
+  return tune::predictUs(m, info(coll, name), bytes, in);
 }
 
 sched::CollDesc desc(Coll coll, uint64_t bytes, size_t elemSize = 4) {
@@ -48,6 +72,7 @@ sched::CollDesc desc(Coll coll, uint64_t bytes, size_t elemSize = 4) {
 }
 
 bool isOneSidedName(std::string_view name) { return name == "twoshot" || name == "direct"; }
+bool isWindowName(std::string_view name) { return name.ends_with("_staged"); }
 
 TEST(CostModel, LinkClassNames) {
   for (int i = 0; i < kNumLinkClasses; ++i) {
@@ -61,16 +86,30 @@ TEST(CostModel, LinkClassNames) {
   EXPECT_FALSE(parseLinkClass("carrier-pigeon").ok());
 }
 
-TEST(CostModel, NeedsOneSidedMatchesTheCatalogue) {
-  for (const algo::AlgoInfo& a : algo::allAlgorithms())
-    EXPECT_EQ(needsOneSided(a), isOneSidedName(a.name)) << sched::collName(a.coll) << ":" << a.name;
+TEST(CostModel, NeedsMatchTheCatalogue) {
+  for (const algo::AlgoInfo* a : algo::allAlgorithms()) {
+    EXPECT_EQ(a->needs == algo::Needs::kOneSided, isOneSidedName(a->name))
+        << sched::collName(a->coll) << ":" << a->name;
+    EXPECT_EQ(a->needs == algo::Needs::kHostWindow, isWindowName(a->name))
+        << sched::collName(a->coll) << ":" << a->name;
+  }
+}
+
+TEST(CostModel, SlowerLinkClass) {
+  EXPECT_EQ(slower(LinkClass::kShm, LinkClass::kTcpLoopback), LinkClass::kTcpLoopback);
+  EXPECT_EQ(slower(LinkClass::kInfiniBand, LinkClass::kEthernet), LinkClass::kEthernet);
+  EXPECT_EQ(slower(LinkClass::kNvlink, LinkClass::kShm), LinkClass::kShm);
+  EXPECT_EQ(slower(LinkClass::kPcie, LinkClass::kPcie), LinkClass::kPcie);
 }
 
 TEST(CostModel, PredictsEveryRegisteredAlgorithm) {
-  for (const algo::AlgoInfo& a : algo::allAlgorithms())
+  for (const algo::AlgoInfo* ap : algo::allAlgorithms())
     for (int n : {1, 2, 3, 8, 33})
       for (uint64_t bytes : {uint64_t{0}, uint64_t{8}, 4 * kKiB, 4 * kMiB}) {
-        const double us = predictUs(a.coll, a.name, bytes, oneHost(n, LinkClass::kShm));
+        const algo::AlgoInfo& a = *ap;
+        CostInput in = oneHost(n, LinkClass::kShm);
+        in.roundBytes = 256 * kKiB;
+        const double us = predictUs(a.coll, a.name, bytes, in);
         EXPECT_TRUE(std::isfinite(us)) << a.name;
         EXPECT_GT(us, 0) << a.name;
       }
@@ -86,9 +125,9 @@ TEST(CostModel, MonotoneInBytes) {
   for (int n : {1, 2, 3, 4, 7, 16})
     for (LinkClass c : {LinkClass::kShm, LinkClass::kTcpLoopback})
       for (int cores : {0, 2, 64})
-        for (uint64_t staging : {uint64_t{0}, 32 * kKiB}) {
+        for (uint64_t round : {uint64_t{64 * kKiB}, 256 * kKiB}) {
           CostInput in = oneHost(n, c, cores);
-          in.stagingBytes = staging;
+          in.roundBytes = round;
           inputs.push_back(in);
         }
   CostInput multi = oneHost(8, LinkClass::kShm);
@@ -101,7 +140,8 @@ TEST(CostModel, MonotoneInBytes) {
   inputs.push_back(multi);
 
   for (const CostInput& in : inputs)
-    for (const algo::AlgoInfo& a : algo::allAlgorithms()) {
+    for (const algo::AlgoInfo* ap : algo::allAlgorithms()) {
+      const algo::AlgoInfo& a = *ap;
       double prev = 0;
       for (uint64_t bytes = 1; bytes <= (1ull << 30); bytes = bytes * 3 / 2 + 1) {
         const double us = predictUs(a.coll, a.name, bytes, in);
@@ -127,7 +167,8 @@ Counted count(const sched::Schedule& s, int nranks) {
   }
   c.bytes = std::max(sent, received);
   for (const sched::Step& st : s.steps) {
-    if (sched::isOneSided(st.kind)) {
+    // Reads of the host window are memory traffic in the model (copies and reductions).
+    if (sched::isOneSided(st.kind) && st.a.buf != sched::kWindow) {
       c.gets += 1;
       c.getBytes += static_cast<double>(st.dst.bytes);
     }
@@ -141,15 +182,16 @@ Counted count(const sched::Schedule& s, int nranks) {
 // The model's counts are those of the busiest rank of the real schedules (one host, sizes that
 // divide evenly, so no averaging is involved).
 TEST(CostModel, TrafficMatchesSchedules) {
-  const CostModel model;
-  for (const algo::AlgoInfo& a : algo::allAlgorithms())
+  for (const algo::AlgoInfo* ap : algo::allAlgorithms())
     for (int n : {2, 3, 4, 5, 8})
       for (uint64_t unit : {uint64_t{1000}, uint64_t{3} * 64 * kKiB, uint64_t{5} * 256 * kKiB}) {
         // Elements of one byte, so chunk sizes are exact in bytes; the vector collectives get
         // n blocks of `unit`.
+        const algo::AlgoInfo& a = *ap;
         const bool perBlock = a.coll != Coll::kAllReduce && a.coll != Coll::kBroadcast &&
                               a.coll != Coll::kReduce;
         sched::CollDesc d = desc(a.coll, perBlock ? unit : unit * static_cast<uint64_t>(n), 1);
+        d.window = {32 * kKiB, 256 * kKiB};
         if (a.coll == Coll::kBarrier) d.count = 0;
         if (a.coll == Coll::kAllToAllv) {
           d.sendCounts.assign(static_cast<size_t>(n), unit);
@@ -158,8 +200,11 @@ TEST(CostModel, TrafficMatchesSchedules) {
           d.recvDispls = d.sendDispls;
         }
         Counted most;
+        std::string built;
         for (int r = 0; r < n; ++r) {
-          const Counted c = count(algo::makeSchedule(a, d, r, n), n);
+          const sched::Schedule sch = algo::makeSchedule(a, d, r, n);
+          built = sch.algo;
+          const Counted c = count(sch, n);
           most.messages = std::max(most.messages, c.messages);
           most.bytes = std::max(most.bytes, c.bytes);
           most.getBytes = std::max(most.getBytes, c.getBytes);
@@ -168,8 +213,10 @@ TEST(CostModel, TrafficMatchesSchedules) {
         }
         CostInput in = oneHost(n, LinkClass::kShm);
         in.chunkBytes = d.chunkBytes;
-        const Traffic t = model.traffic(a.coll, a.name, d.count * d.elemSize, in);
-        const std::string what = std::string(sched::collName(a.coll)) + ":" + a.name + " n=" +
+        in.roundBytes = d.window.roundBytes;
+        // The terms of what was built: a builder that does not apply builds its fallback.
+        const Traffic t = trafficOf(info(a.coll, built), d.count * d.elemSize, in);
+        const std::string what = std::string(sched::collName(a.coll)) + ":" + built + " n=" +
                                  std::to_string(n) + " count=" + std::to_string(d.count);
         EXPECT_DOUBLE_EQ(t.messages, most.messages) << what;
         EXPECT_DOUBLE_EQ(t.bytesIntra, most.bytes) << what;
@@ -179,18 +226,19 @@ TEST(CostModel, TrafficMatchesSchedules) {
       }
 }
 
-TEST(CostModel, OneSidedOnlyWhenThePlatformHasIt) {
+TEST(CostModel, OneSidedAndWindowOnlyWhenThePlatformHasThem) {
   for (int n : {2, 3, 4, 8})
-    for (const algo::AlgoInfo& a : algo::allAlgorithms())
+    for (const algo::AlgoInfo* ap : algo::allAlgorithms())
       for (uint64_t bytes : {uint64_t{8}, 64 * kKiB, 16 * kMiB}) {
+        const algo::AlgoInfo& a = *ap;
         const Choice without =
             choose(a.coll, desc(a.coll, bytes), platform(n, false, 0), oneHost(n, LinkClass::kShm));
         if (a.coll == Coll::kSendRecv) continue;
         ASSERT_NE(without.algo, nullptr);
         EXPECT_FALSE(isOneSidedName(without.algo->name)) << without.why;
-        if (isOneSidedName(a.name)) {
-          EXPECT_NE(without.why.find("not one-sided capable: " + std::string(a.name)),
-                    std::string::npos)
+        EXPECT_FALSE(isWindowName(without.algo->name)) << without.why;
+        if (isOneSidedName(a.name) || isWindowName(a.name)) {
+          EXPECT_NE(without.why.find(std::string(a.name) + ": needs"), std::string::npos)
               << without.why;
         }
       }
@@ -203,29 +251,74 @@ TEST(CostModel, OneSidedOnlyWhenThePlatformHasIt) {
 TEST(CostModel, ChoosesStagedOneShotForSmallAllReduce) {
   for (int n : {2, 3, 4, 8}) {
     const Choice c = choose(Coll::kAllReduce, desc(Coll::kAllReduce, 8),
-                            platform(n, true, 32 * kKiB), oneHost(n, LinkClass::kShm));
+                            platform(n, true, 32 * kKiB, 256 * kKiB), oneHost(n, LinkClass::kShm));
     ASSERT_NE(c.algo, nullptr);
-    EXPECT_STREQ(c.algo->name, "oneshot") << c.why;
-    EXPECT_EQ(c.why.find("oneshot(staged)"), c.why.find(": ") + 2) << c.why;
+    EXPECT_STREQ(c.algo->name, "oneshot_staged") << c.why;
+    EXPECT_EQ(c.why.find("oneshot_staged"), c.why.find(": ") + 2) << c.why;
     EXPECT_LT(c.predictedUs, n <= 2 ? 1.0 : 10.0) << c.why;
   }
-  // Staging is usable with or without one-sided reads.
+  // The window is usable with or without one-sided reads.
   const Choice c = choose(Coll::kAllReduce, desc(Coll::kAllReduce, 4 * kKiB),
                           platform(2, false, 32 * kKiB), oneHost(2, LinkClass::kShm));
-  EXPECT_STREQ(c.algo->name, "oneshot") << c.why;
+  EXPECT_STREQ(c.algo->name, "oneshot_staged") << c.why;
+  // Above the slot it does not apply, and the tuner says why.
+  const Choice big = choose(Coll::kAllReduce, desc(Coll::kAllReduce, 64 * kKiB),
+                            platform(2, false, 32 * kKiB), oneHost(2, LinkClass::kShm));
+  EXPECT_STRNE(big.algo->name, "oneshot_staged") << big.why;
+  EXPECT_NE(big.why.find("oneshot_staged: the message is larger than the window slot"),
+            std::string::npos)
+      << big.why;
+}
+
+TEST(CostModel, MaskKeepsOnlyWhatItNames) {
+  const algo::Platform p = [] {
+    algo::Platform x = platform(4, true, 32 * kKiB, 256 * kKiB);
+    x.cost = oneHost(4, LinkClass::kShm);
+    x.cost.roundBytes = 256 * kKiB;
+    return x;
+  }();
+  sched::CollDesc d = desc(Coll::kAllReduce, 8);
+  d.window = p.window;
+  auto mask = AlgoMask::parse("allreduce:ring,broadcast:binomial");
+  ASSERT_TRUE(mask.ok());
+  const Choice c = tune::choose(defaultCostModel(), d, p, *mask);
+  EXPECT_STREQ(c.algo->name, "ring") << c.why;
+  EXPECT_NE(c.why.find("CHORUS_ALGO allreduce:ring"), std::string::npos) << c.why;
+  // A collective the mask does not mention keeps every candidate.
+  sched::CollDesc g = desc(Coll::kAllGather, 1 * kMiB);
+  g.window = p.window;
+  EXPECT_STRNE(tune::choose(defaultCostModel(), g, p, *mask).algo->name, "ring");
+  // "ring" alone: every collective that has one.
+  auto rings = AlgoMask::parse("ring");
+  ASSERT_TRUE(rings.ok());
+  EXPECT_TRUE(rings->masks(Coll::kAllGather));
+  EXPECT_FALSE(rings->masks(Coll::kBroadcast));
+  // A masked algorithm whose needs are not met: nothing runs, and the reason is given.
+  auto direct = AlgoMask::parse("allreduce:twoshot");
+  ASSERT_TRUE(direct.ok());
+  algo::Platform noReads = p;
+  noReads.oneSided = false;
+  const Choice none = tune::choose(defaultCostModel(), d, noReads, *direct);
+  EXPECT_EQ(none.algo, nullptr);
+  EXPECT_NE(none.why.find("needs one-sided reads"), std::string::npos) << none.why;
+  // A masked algorithm that does not apply still runs (its builder builds the fallback).
+  auto hier = AlgoMask::parse("allreduce:hier");
+  ASSERT_TRUE(hier.ok());
+  EXPECT_STREQ(tune::choose(defaultCostModel(), d, p, *hier).algo->name, "hier");
+  // Unknown names are errors listing the known ones.
+  auto bad = AlgoMask::parse("allreduce:fastest");
+  EXPECT_EQ(bad.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("allreduce:ring"), std::string::npos);
 }
 
 TEST(CostModel, ChoosesTwoShotAboveStagingWithOneSidedReads) {
   for (int n : {2, 4})
     for (uint64_t bytes : {1 * kMiB, 4 * kMiB, 64 * kMiB}) {
-      // The default: two-shot through the staging segment's round areas.
-      algo::Platform staged = platform(n, true, 32 * kKiB);
-      staged.stagedTwoShot = true;
-      CostInput in = oneHost(n, LinkClass::kShm);
-      in.stagingBytes = 32 * kKiB;
-      in.roundBytes = 256 * kKiB;
+      // The default: two-shot through the host window's round areas.
+      const algo::Platform staged = platform(n, true, 32 * kKiB, 256 * kKiB);
+      const CostInput in = oneHost(n, LinkClass::kShm);
       const Choice s = choose(Coll::kAllReduce, desc(Coll::kAllReduce, bytes), staged, in);
-      EXPECT_STREQ(s.algo->name, "twoshot") << bytes << ": " << s.why;
+      EXPECT_STREQ(s.algo->name, "twoshot_staged") << bytes << ": " << s.why;
       // Two-shot over cross-memory attach (CHORUS_SHM_STAGING_ROUND=0). On 4 ranks at 1 MiB
       // Rabenseifner's halving through the shm transport runs as fast (measured 330 us
       // two-shot, 368 us Rabenseifner, 389 us ring: chorus-perf -b 1M, 2026-11-21), and the
@@ -290,8 +383,8 @@ TEST(CostModel, NetnsAcceptanceLayouts) {
                               platform(4, false, 0), twoByTwo);
   EXPECT_STREQ(large.algo->name, "hier") << large.why;
   const CostModel m;
-  EXPECT_GT(m.predictUs(Coll::kAllReduce, "ring", 64 * kMiB, twoByTwo) /
-                m.predictUs(Coll::kAllReduce, "hier", 64 * kMiB, twoByTwo),
+  EXPECT_GT(predict(m, Coll::kAllReduce, "ring", 64 * kMiB, twoByTwo) /
+                predict(m, Coll::kAllReduce, "hier", 64 * kMiB, twoByTwo),
             1.3);
 
   CostInput fourByOne = oneHost(4, LinkClass::kShm, 2);
@@ -313,23 +406,23 @@ TEST(CostModel, LayoutAndLinksShapeThePrediction) {
   spread.ranksPerHost = 2;
   spread.inter = LinkClass::kEthernet;
   const uint64_t big = 64 * kMiB;
-  EXPECT_GT(m.predictUs(Coll::kAllReduce, "ring", big, spread),
-            m.predictUs(Coll::kAllReduce, "ring", big, flat));
+  EXPECT_GT(predict(m, Coll::kAllReduce, "ring", big, spread),
+            predict(m, Coll::kAllReduce, "ring", big, flat));
   CostInput fast = spread;
   fast.interSpeedGbps = 100;
-  EXPECT_LT(m.predictUs(Coll::kAllReduce, "ring", big, fast),
-            m.predictUs(Coll::kAllReduce, "ring", big, spread) / 2);
+  EXPECT_LT(predict(m, Coll::kAllReduce, "ring", big, fast),
+            predict(m, Coll::kAllReduce, "ring", big, spread) / 2);
   // Time-sharing: 4 ranks on 2 cores take about twice as long as on 4 cores.
   const double shared =
-      m.predictUs(Coll::kAllReduce, "twoshot", big, oneHost(4, LinkClass::kShm, 2));
+      predict(m, Coll::kAllReduce, "twoshot", big, oneHost(4, LinkClass::kShm, 2));
   const double own =
-      m.predictUs(Coll::kAllReduce, "twoshot", big, oneHost(4, LinkClass::kShm, 4));
+      predict(m, Coll::kAllReduce, "twoshot", big, oneHost(4, LinkClass::kShm, 4));
   EXPECT_GT(shared / own, 1.8);
   EXPECT_LT(shared / own, 2.2);
   const Breakdown b =
-      m.explain(Coll::kAllReduce, "oneshot", 8, oneHost(4, LinkClass::kTcpLoopback));
+      tune::explain(m, info(Coll::kAllReduce, "oneshot"), 8, oneHost(4, LinkClass::kTcpLoopback));
   EXPECT_GT(b.waitUs, 0);  // context switches only when oversubscribed
-  EXPECT_EQ(m.explain(Coll::kAllReduce, "oneshot", 8, oneHost(2, LinkClass::kTcpLoopback)).waitUs,
+  EXPECT_EQ(tune::explain(m, info(Coll::kAllReduce, "oneshot"), 8, oneHost(2, LinkClass::kTcpLoopback)).waitUs,
             0);
   EXPECT_NE(b.toString().find("= "), std::string::npos);
 
@@ -452,10 +545,9 @@ constexpr Measured kMeasuredStaged[] = {
 void expectWithinTwice(std::span<const Measured> points, bool rounds) {
   for (const Measured& m : points) {
     const bool shm = m.link == LinkClass::kShm;
-    algo::Platform p = platform(m.nranks, shm, shm ? 32 * kKiB : 0);
-    p.stagedTwoShot = shm && rounds;
-    CostInput in = oneHost(m.nranks, m.link);
-    in.roundBytes = p.stagedTwoShot ? 256 * kKiB : 0;
+    const algo::Platform p =
+        platform(m.nranks, shm, shm ? 32 * kKiB : 0, shm && rounds ? 256 * kKiB : 0);
+    const CostInput in = oneHost(m.nranks, m.link);
     const Choice c = choose(Coll::kAllReduce, desc(Coll::kAllReduce, m.bytes), p, in);
     ASSERT_NE(c.algo, nullptr);
     const double ratio = c.predictedUs / m.us;
@@ -478,12 +570,12 @@ TEST(CostModel, WithinTwiceOfMeasurementsOnThisMachine) {
 TEST(CostModel, OverridesAndConstants) {
   CostModel m;
   const CostInput tcp2 = oneHost(2, LinkClass::kTcpLoopback);
-  const double before = m.predictUs(Coll::kAllReduce, "ring", 8, tcp2);
+  const double before = predict(m, Coll::kAllReduce, "ring", 8, tcp2);
   ASSERT_TRUE(m.applyOverrides("tcp-loopback.latency=30,host.membw=10,shm.bw=4").ok());
   EXPECT_EQ(m.constants(LinkClass::kTcpLoopback).latencyUs, 30);
   EXPECT_EQ(m.constants(LinkClass::kShm).bandwidthGBps, 4);
   EXPECT_EQ(m.host().memBwGBps, 10);
-  EXPECT_GT(m.predictUs(Coll::kAllReduce, "ring", 8, tcp2), before + 50);
+  EXPECT_GT(predict(m, Coll::kAllReduce, "ring", 8, tcp2), before + 50);
   // A bad item applies nothing.
   for (const char* bad : {"tcp.latency", "foo.bw=1", "shm.color=3", "shm.bw=0", "shm.bw=-1",
                           "shm.bw=fast", "host.warp=9"}) {
@@ -506,17 +598,20 @@ TEST(CostModel, OverridesAndConstants) {
 }
 
 TEST(CostModel, DecisionTable) {
-  const std::string t =
-      decisionTable(platform(4, true, 32 * kKiB), oneHost(4, LinkClass::kShm, 2));
+  algo::Platform shm = platform(4, true, 32 * kKiB, 256 * kKiB);
+  shm.cost = oneHost(4, LinkClass::kShm, 2);
+  const std::string t = decisionTable(defaultCostModel(), shm);
   EXPECT_NE(t.find("time-shared x2"), std::string::npos) << t;
-  EXPECT_NE(t.find("oneshot(staged)"), std::string::npos) << t;
+  EXPECT_NE(t.find("oneshot_staged"), std::string::npos) << t;
   EXPECT_NE(t.find("256 MiB"), std::string::npos) << t;
   EXPECT_NE(t.find("128 MiB"), std::string::npos) << t;
   EXPECT_NE(t.find("dissemination"), std::string::npos) << t;
   // Rows: 14 sizes (8 B x 4^k up to 128 MiB, then 256 MiB) for 8 collectives, one barrier row,
   // and three header lines.
   EXPECT_EQ(std::count(t.begin(), t.end(), '\n'), 3 + 8 * 14 + 1) << t;
-  const std::string tcp = decisionTable(platform(2, false, 0), oneHost(2, LinkClass::kTcpLoopback));
+  algo::Platform tcpP = platform(2, false, 0);
+  tcpP.cost = oneHost(2, LinkClass::kTcpLoopback);
+  const std::string tcp = decisionTable(defaultCostModel(), tcpP);
   EXPECT_EQ(tcp.find("twoshot"), std::string::npos) << tcp;
   EXPECT_EQ(tcp.find("staged"), std::string::npos) << tcp;
 }

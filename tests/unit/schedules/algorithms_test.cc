@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/common/checker.h"
+#include "tests/support/checker.h"
 #include "algorithms/registry.h"
 
 namespace chorus::algo {
@@ -95,8 +95,16 @@ void checkOne(const AlgoInfo& a, int n, const std::vector<CollDesc>& d, uint64_t
                        << st.toString();
   for (int r = 0; r < n; ++r) {
     const sched::Schedule s = a.build(d[r], r, n);
-    ASSERT_EQ(s.algo, a.name);
-    if (n > 1) {
+    // Its own name, or the registered algorithm it falls back to where it does not apply.
+    ASSERT_NE(findAlgorithm(a.coll, s.algo), nullptr) << s.algo;
+    if (n > 1 && s.usesWindow()) {
+      // Window schedules have no message peers; they await every other rank at least once,
+      // which is where mismatched calls are caught (each rank's header comes with its signal).
+      std::set<int> awaited;
+      for (const sched::Step& st : s.steps)
+        if (st.kind == sched::StepKind::kAwait) awaited.insert(st.peer);
+      ASSERT_EQ(awaited.size(), static_cast<size_t>(n - 1)) << "rank " << r;
+    } else if (n > 1) {
       ASSERT_FALSE(s.peers.empty()) << "rank " << r << " records no peer";
     }
   }
@@ -143,13 +151,18 @@ void sweep(const AlgoInfo& a, int n) {
             d.inPlace = inPlace;
             d.chunkBytes = chunk;
             d.root = root;
+            // A window of small rounds (many rounds; the one-shot applies only to small
+            // messages and builds its fallback above) with the small chunks, a large one with
+            // the large chunks. Algorithms without Needs::kHostWindow ignore it.
+            d.window = chunk == kLargeChunk ? sched::WindowGeometry{8 << 10, 8 << 10}
+                                            : sched::WindowGeometry{256, 1024};
             checkOne(a, n, std::vector<CollDesc>(static_cast<size_t>(n), d), rng());
             if (testing::Test::HasFatalFailure()) return;
           }
 }
 
 struct Band {
-  const char* algo;  // qualified name
+  std::string algo;  // qualified name
   int lo, hi;        // rank counts, inclusive
 };
 
@@ -164,8 +177,8 @@ TEST_P(AlgorithmSweep, SymbolicChecker) {
   const std::string_view q = b.algo;
   const size_t colon = q.find(':');
   const AlgoInfo* a = nullptr;
-  for (const AlgoInfo& x : allAlgorithms())
-    if (q.substr(0, colon) == collName(x.coll) && q.substr(colon + 1) == x.name) a = &x;
+  for (const AlgoInfo* x : allAlgorithms())
+    if (q.substr(0, colon) == collName(x->coll) && q.substr(colon + 1) == x->name) a = x;
   ASSERT_NE(a, nullptr) << b.algo;
   for (int n = b.lo; n <= b.hi; ++n) {
     sweep(*a, n);
@@ -173,16 +186,11 @@ TEST_P(AlgorithmSweep, SymbolicChecker) {
   }
 }
 
+// Every registered algorithm (the registry is complete before main(), when gtest expands this).
 std::vector<Band> bands() {
   std::vector<Band> out;
-  for (const char* name :
-       {"allreduce:ring", "allreduce:oneshot", "reducescatter:ring", "allgather:ring",
-        "broadcast:chain", "reduce:chain", "alltoall:pairwise", "alltoallv:pairwise",
-        "gather:linear", "scatter:linear", "barrier:dissemination", "allreduce:twoshot",
-        "reducescatter:direct", "allgather:direct", "broadcast:direct", "reduce:direct",
-        "alltoall:direct", "gather:direct", "scatter:direct", "allreduce:tree",
-        "allreduce:rabenseifner", "allreduce:recursive_doubling", "allreduce:hier", "broadcast:binomial", "broadcast:hier",
-        "reduce:binomial", "allgather:hier", "reducescatter:hier", "alltoall:hier"}) {
+  for (const AlgoInfo* a : allAlgorithms()) {
+    const std::string name = std::string(collName(a->coll)) + ":" + a->name;
     for (Band b : {Band{name, 1, 12}, Band{name, 13, 20}, Band{name, 21, 27},
                    Band{name, 28, 33}})
       out.push_back(b);
@@ -202,84 +210,104 @@ TEST(Registry, EveryCollectiveHasItsAlgorithm) {
   const struct {
     Coll coll;
     const char* name;
-    bool isDefault;  // for messages of any size (all-reduce is checked below)
-    bool oneSided;   // needs a transport that can read peer memory
-  } want[] = {{Coll::kAllReduce, "ring", false, false},
-              {Coll::kAllReduce, "oneshot", false, false},
-              {Coll::kReduceScatter, "ring", true, false},
-              {Coll::kAllGather, "ring", true, false},
-              {Coll::kBroadcast, "chain", true, false},
-              {Coll::kReduce, "chain", true, false},
-              {Coll::kAllToAll, "pairwise", true, false},
-              {Coll::kAllToAllv, "pairwise", true, false},
-              {Coll::kGather, "linear", true, false},
-              {Coll::kScatter, "linear", true, false},
-              {Coll::kBarrier, "dissemination", true, false},
-              {Coll::kAllReduce, "twoshot", false, true},
-              {Coll::kReduceScatter, "direct", false, true},
-              {Coll::kAllGather, "direct", false, true},
-              {Coll::kBroadcast, "direct", false, true},
-              {Coll::kReduce, "direct", false, true},
-              {Coll::kAllToAll, "direct", false, true},
-              {Coll::kGather, "direct", false, true},
-              {Coll::kScatter, "direct", false, true},
-              {Coll::kAllReduce, "tree", false, false},
-              {Coll::kAllReduce, "rabenseifner", false, false},
-              {Coll::kAllReduce, "recursive_doubling", false, false},
-              {Coll::kAllReduce, "hier", false, false},
-              {Coll::kBroadcast, "binomial", false, false},
-              {Coll::kBroadcast, "hier", false, false},
-              {Coll::kReduce, "binomial", false, false},
-              {Coll::kAllGather, "hier", false, false},
-              {Coll::kReduceScatter, "hier", false, false},
-              {Coll::kAllToAll, "hier", false, false}};
+    Needs needs;
+  } want[] = {{Coll::kAllReduce, "ring", Needs::kMessages},
+              {Coll::kAllReduce, "oneshot", Needs::kMessages},
+              {Coll::kReduceScatter, "ring", Needs::kMessages},
+              {Coll::kAllGather, "ring", Needs::kMessages},
+              {Coll::kBroadcast, "chain", Needs::kMessages},
+              {Coll::kReduce, "chain", Needs::kMessages},
+              {Coll::kAllToAll, "pairwise", Needs::kMessages},
+              {Coll::kAllToAllv, "pairwise", Needs::kMessages},
+              {Coll::kGather, "linear", Needs::kMessages},
+              {Coll::kScatter, "linear", Needs::kMessages},
+              {Coll::kBarrier, "dissemination", Needs::kMessages},
+              {Coll::kAllReduce, "twoshot", Needs::kOneSided},
+              {Coll::kReduceScatter, "direct", Needs::kOneSided},
+              {Coll::kAllGather, "direct", Needs::kOneSided},
+              {Coll::kBroadcast, "direct", Needs::kOneSided},
+              {Coll::kReduce, "direct", Needs::kOneSided},
+              {Coll::kAllToAll, "direct", Needs::kOneSided},
+              {Coll::kGather, "direct", Needs::kOneSided},
+              {Coll::kScatter, "direct", Needs::kOneSided},
+              {Coll::kAllReduce, "oneshot_staged", Needs::kHostWindow},
+              {Coll::kAllReduce, "twoshot_staged", Needs::kHostWindow},
+              {Coll::kAllGather, "direct_staged", Needs::kHostWindow},
+              {Coll::kAllReduce, "tree", Needs::kMessages},
+              {Coll::kAllReduce, "rabenseifner", Needs::kMessages},
+              {Coll::kAllReduce, "recursive_doubling", Needs::kMessages},
+              {Coll::kAllReduce, "hier", Needs::kMessages},
+              {Coll::kBroadcast, "binomial", Needs::kMessages},
+              {Coll::kBroadcast, "hier", Needs::kMessages},
+              {Coll::kReduce, "binomial", Needs::kMessages},
+              {Coll::kAllGather, "hier", Needs::kMessages},
+              {Coll::kReduceScatter, "hier", Needs::kMessages},
+              {Coll::kAllToAll, "hier", Needs::kMessages}};
   EXPECT_EQ(allAlgorithms().size(), std::size(want));
   for (const auto& w : want) {
     const AlgoInfo* a = findAlgorithm(w.coll, w.name);
     ASSERT_NE(a, nullptr) << w.name;
     EXPECT_EQ(a->coll, w.coll);
     EXPECT_NE(std::string(a->description), "");
+    EXPECT_NE(a->traffic, nullptr);
     EXPECT_EQ(findAlgorithm(w.coll, std::string(collName(w.coll)) + ":" + w.name), a);
-    if (w.isDefault) {
-      EXPECT_EQ(defaultAlgorithm(w.coll, CollDesc{w.coll}, 8), a);
-    }
-    // Whether a schedule needs gets is a property of the algorithm, not of the call.
+    EXPECT_EQ(a->needs, w.needs) << collName(w.coll) << ":" << w.name;
+    EXPECT_EQ(algorithmAt(algorithmIndex(a)), a);
+    // The declared needs are what the schedules do: gets of peers' buffers exactly for
+    // kOneSided, the window exactly for kHostWindow.
     CollDesc d{w.coll};
     d.count = 6;
     d.root = 1;
+    d.window = {256, 96};
     if (w.coll == Coll::kAllToAllv) {
       d.sendCounts = d.recvCounts = std::vector<uint64_t>(4, 2);
       d.sendDispls = d.recvDispls = {0, 2, 4, 6};
     }
-    bool needs = false;
-    for (int r = 0; r < 4; ++r) needs = needs || makeSchedule(*a, d, r, 4).needsOneSided();
-    EXPECT_EQ(needs, w.oneSided) << collName(w.coll) << ":" << w.name;
+    bool oneSided = false, window = false;
+    for (int r = 0; r < 4; ++r) {
+      const sched::Schedule sch = makeSchedule(*a, d, r, 4);
+      oneSided = oneSided || sch.needsOneSided();
+      window = window || sch.usesWindow();
+    }
+    EXPECT_EQ(oneSided, w.needs == Needs::kOneSided) << collName(w.coll) << ":" << w.name;
+    EXPECT_EQ(window, w.needs == Needs::kHostWindow) << collName(w.coll) << ":" << w.name;
   }
-  // All-reduce: one-shot for small messages on few ranks, the ring otherwise.
-  CollDesc small{Coll::kAllReduce};
-  small.count = 16;
-  CollDesc large = small;
-  large.count = 1 << 20;
-  EXPECT_STREQ(defaultAlgorithm(Coll::kAllReduce, small, 8)->name, "oneshot");
-  EXPECT_STREQ(defaultAlgorithm(Coll::kAllReduce, small, 1)->name, "ring");
-  EXPECT_STREQ(defaultAlgorithm(Coll::kAllReduce, small, 64)->name, "ring");
-  EXPECT_STREQ(defaultAlgorithm(Coll::kAllReduce, large, 8)->name, "ring");
+  // Sorted by collective, tie priority, then name; a stable order every rank of a build shares.
+  const auto all = allAlgorithms();
+  for (size_t i = 1; i < all.size(); ++i) {
+    const AlgoInfo& x = *all[i - 1];
+    const AlgoInfo& y = *all[i];
+    EXPECT_TRUE(x.coll < y.coll ||
+                (x.coll == y.coll && (x.tiePriority < y.tiePriority ||
+                                      (x.tiePriority == y.tiePriority &&
+                                       std::string(x.name) < y.name))));
+  }
   EXPECT_EQ(findAlgorithm(Coll::kAllReduce, "chain"), nullptr);
   EXPECT_EQ(findAlgorithm(Coll::kAllReduce, "broadcast:ring"), nullptr);
   EXPECT_EQ(findAlgorithm(Coll::kAllReduce, "allreduce:"), nullptr);
-  EXPECT_EQ(defaultAlgorithm(Coll::kSendRecv, CollDesc{Coll::kSendRecv}, 2), nullptr);
+  EXPECT_EQ(algorithmAt(kNoAlgorithm), nullptr);
 }
 
 TEST(Registry, CountZeroStillNamesPeers) {
-  for (const AlgoInfo& a : allAlgorithms()) {
+  for (const AlgoInfo* ap : allAlgorithms()) {
+    const AlgoInfo& a = *ap;
     CollDesc d{a.coll};
     d.count = 0;
     d.root = 2;
+    d.window = {256, 96};
     if (a.coll == Coll::kAllToAllv) {
       d.sendCounts = d.sendDispls = d.recvCounts = d.recvDispls = std::vector<uint64_t>(5, 0);
     }
     for (int r = 0; r < 5; ++r) {
       const sched::Schedule s = makeSchedule(a, d, r, 5);
+      if (a.needs == Needs::kHostWindow) {
+        // A signal (with the header) and an await of every peer, nothing else.
+        ASSERT_EQ(s.steps.size(), 5u) << a.name;
+        EXPECT_EQ(s.steps[0].kind, sched::StepKind::kSignal) << a.name;
+        for (size_t k = 1; k < s.steps.size(); ++k)
+          EXPECT_EQ(s.steps[k].kind, sched::StepKind::kAwait) << a.name;
+        continue;
+      }
       EXPECT_TRUE(s.steps.empty() || a.coll == Coll::kBarrier) << a.name;
       EXPECT_FALSE(s.peers.empty()) << collName(a.coll) << " rank " << r;
     }

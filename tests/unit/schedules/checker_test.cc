@@ -1,8 +1,9 @@
 // The symbolic checker catches broken schedules, and says where.
-#include "algorithms/common/checker.h"
+#include "tests/support/checker.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -589,6 +590,100 @@ TEST(OneSided, WaitTakesOnlyANotify) {
   ASSERT_FALSE(st.ok());
   EXPECT_TRUE(mentions(st, "rank 1 step 0 (wait for 0) is matched with rank 0 step 0 (send to 1 "
                            "input[0, 16)): a wait takes only a notify"));
+}
+
+// ---- The host window ------------------------------------------------------------------------
+
+CollDesc windowDesc(Coll coll, uint64_t count) {
+  CollDesc d = desc(coll, count);
+  d.window = {256, 64};
+  return d;
+}
+
+std::vector<Schedule> dropSteps(std::vector<Schedule> s, int rank, StepKind kind, int peer) {
+  auto& steps = s[static_cast<size_t>(rank)].steps;
+  steps.erase(std::remove_if(steps.begin(), steps.end(),
+                             [&](const Step& x) { return x.kind == kind && x.peer == peer; }),
+              steps.end());
+  refinalize(s);
+  return s;
+}
+
+TEST(Window, AcceptsTheStagedAlgorithms) {
+  for (int n : {2, 3, 5}) {
+    for (uint64_t count : {0, 1, 16, 40}) {  // 40 floats: rounds of 16 in the 64-byte areas
+      const CollDesc d = windowDesc(Coll::kAllReduce, count);
+      for (const char* name : {"oneshot_staged", "twoshot_staged"}) {
+        Status st = check(Coll::kAllReduce, n, d, build(Coll::kAllReduce, name, d, n));
+        EXPECT_TRUE(st.ok()) << name << " n=" << n << " count=" << count << ": " << st.toString();
+      }
+      const CollDesc g = windowDesc(Coll::kAllGather, count);
+      Status st = check(Coll::kAllGather, n, g, build(Coll::kAllGather, "direct_staged", g, n));
+      EXPECT_TRUE(st.ok()) << "direct_staged n=" << n << ": " << st.toString();
+    }
+  }
+}
+
+TEST(Window, ReadingBeforeTheSignalIsARace) {
+  // Without rank 0's await of rank 1 its reduction may read rank 1's region before rank 1
+  // has written it.
+  const CollDesc d = windowDesc(Coll::kAllReduce, 8);
+  auto s = dropSteps(build(Coll::kAllReduce, "oneshot_staged", d, 2), 0, StepKind::kAwait, 1);
+  Status st = check(Coll::kAllReduce, 2, d, s);
+  EXPECT_FALSE(st.ok());
+  EXPECT_TRUE(mentions(st, "race")) << st.toString();
+}
+
+TEST(Window, RefillingAnAreaBeforePeersFinishedIsARace) {
+  // Two-shot: without the awaits of the peers' "reduced" signals, a rank copies slices out
+  // while their owners still write them; a round area is refilled while peers still read it.
+  const CollDesc d = windowDesc(Coll::kAllReduce, 64);  // 4 rounds of 16 floats
+  auto s = build(Coll::kAllReduce, "twoshot_staged", d, 3);
+  auto& steps = s[1].steps;
+  for (size_t i = 0; i < steps.size(); ++i)
+    if (steps[i].kind == StepKind::kAwait && steps[i].target == 2) {  // "reduced" of round 0
+      steps.erase(steps.begin() + static_cast<int64_t>(i));
+      break;
+    }
+  refinalize(s);
+  Status st = check(Coll::kAllReduce, 3, d, s);
+  EXPECT_FALSE(st.ok());
+  EXPECT_TRUE(mentions(st, "race")) << st.toString();
+}
+
+TEST(Window, AwaitingASignalNeverMadeDeadlocks) {
+  const CollDesc d = windowDesc(Coll::kAllReduce, 8);
+  auto s = build(Coll::kAllReduce, "oneshot_staged", d, 2);
+  for (Step& st : s[0].steps)
+    if (st.kind == StepKind::kAwait) st.target = 2;  // rank 1 signals once
+  refinalize(s);
+  Status st = check(Coll::kAllReduce, 2, d, s);
+  EXPECT_FALSE(st.ok());
+  EXPECT_TRUE(mentions(st, "never makes")) << st.toString();
+}
+
+TEST(Window, AwaitBeforeTheFirstSignalIsRefused) {
+  const CollDesc d = windowDesc(Coll::kAllReduce, 8);
+  auto s = build(Coll::kAllReduce, "oneshot_staged", d, 2);
+  auto& steps = s[0].steps;
+  auto sig = std::find_if(steps.begin(), steps.end(),
+                          [](const Step& x) { return x.kind == StepKind::kSignal; });
+  auto aw = std::find_if(steps.begin(), steps.end(),
+                         [](const Step& x) { return x.kind == StepKind::kAwait; });
+  std::iter_swap(sig, aw);
+  refinalize(s);
+  Status st = check(Coll::kAllReduce, 2, d, s);
+  EXPECT_FALSE(st.ok());
+  EXPECT_TRUE(mentions(st, "before this rank's first signal")) << st.toString();
+}
+
+TEST(Window, NeedsTheWindowInTheDescription) {
+  CollDesc d = windowDesc(Coll::kAllReduce, 8);
+  auto s = build(Coll::kAllReduce, "oneshot_staged", d, 2);
+  d.window = {};
+  Status st = check(Coll::kAllReduce, 2, d, s);
+  EXPECT_FALSE(st.ok());
+  EXPECT_TRUE(mentions(st, "host window")) << st.toString();
 }
 
 }  // namespace

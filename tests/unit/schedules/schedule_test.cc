@@ -268,7 +268,9 @@ Access accessOf(const Schedule& s, const Step& st) {
       a.writes = {s.canonical(st.dst)};
       break;
     case StepKind::kNotify:
-    case StepKind::kWait: break;
+    case StepKind::kWait:
+    case StepKind::kSignal:
+    case StepKind::kAwait: break;
   }
   return a;
 }
@@ -284,7 +286,9 @@ bool conflict(const Schedule& s, const Step& x, const Step& y) {
   if (xs && ys && x.peer == y.peer) return true;
   if (xr && yr && x.peer == y.peer) return true;
   // Fences: a notify follows everything before it, everything follows a wait before it.
-  if (y.kind == StepKind::kNotify || x.kind == StepKind::kWait) return true;
+  if (y.kind == StepKind::kNotify || x.kind == StepKind::kWait || y.kind == StepKind::kSignal ||
+      x.kind == StepKind::kAwait)
+    return true;
   const Access ax = accessOf(s, x), ay = accessOf(s, y);
   for (const Range& w : ax.writes) {
     for (const Range& r : ay.reads) if (overlaps(w, r)) return true;

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/common/checker.h"
+#include "tests/support/checker.h"
 #include "algorithms/hier/hier.h"
 #include "algorithms/registry.h"
 #include "algorithms/tree/tree.h"

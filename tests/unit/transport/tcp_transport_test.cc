@@ -143,9 +143,15 @@ void expectTransfer(Connection& from, Connection& to, const std::vector<uint8_t>
 TEST(TcpTransport, NameAndReach) {
   auto t = makeTcpTransport(0, 1, net::parseHostPort("127.0.0.1:0").value());
   EXPECT_EQ(t->name(), "tcp");
-  Reach r = t->canConnect(PeerInfo{}, PeerInfo{});
+  PeerIdentity a, b;
+  a.hostId = 1;
+  b.hostId = 2;
+  Reach r = t->canConnect(a, b, EndpointBlob{1});
   EXPECT_TRUE(r.ok);
   EXPECT_EQ(r.score, 10);
+  EXPECT_EQ(r.link, cost::LinkClass::kEthernet);
+  EXPECT_EQ(t->canConnect(a, a, EndpointBlob{1}).link, cost::LinkClass::kTcpLoopback);
+  EXPECT_FALSE(t->canConnect(a, b, EndpointBlob{}).ok);  // it published nothing
 }
 
 TEST(TcpTransport, BadArguments) {

@@ -1,4 +1,4 @@
-#include "algorithms/common/checker.h"
+#include "tests/support/checker.h"
 
 #include <algorithm>
 #include <array>
@@ -88,15 +88,15 @@ std::string formatTerms(std::span<const uint64_t> ts) {
 
 // Memory of one rank. Containers are the allocations; with in-place aliasing one logical buffer
 // has no container of its own and lives inside the other.
-constexpr int kInMem = 0, kOutMem = 1, kScratchMem = 2, kNumMem = 3;
-const char* const kMemName[kNumMem] = {"input", "output", "scratch"};
+constexpr int kInMem = 0, kOutMem = 1, kScratchMem = 2, kWinMem = 3, kNumMem = 4;
+const char* const kMemName[kNumMem] = {"input", "output", "scratch", "window"};
 
 struct Layout {
   uint64_t unit = 1;                            // bytes per element
-  uint64_t logical[kNumMem] = {0, 0, 0};        // elements of input, output, scratch
+  uint64_t logical[kNumMem] = {0, 0, 0, 0};     // elements of input, output, scratch, window
   int64_t inputInOutput = -1;                   // element offsets, as the call implies
   int64_t outputInInput = -1;
-  uint64_t memSize[kNumMem] = {0, 0, 0};        // elements of each container
+  uint64_t memSize[kNumMem] = {0, 0, 0, 0};     // elements of each container
 
   // The container and element index of logical buffer `buf`'s element `e`.
   std::pair<int, uint64_t> locate(BufId buf, uint64_t e) const {
@@ -104,6 +104,7 @@ struct Layout {
       return {kOutMem, e + static_cast<uint64_t>(inputInOutput)};
     if (buf == kOutput && outputInInput >= 0)
       return {kInMem, e + static_cast<uint64_t>(outputInInput)};
+    if (buf == kWindow) return {kWinMem, e};
     return {buf == kInput ? kInMem : buf == kOutput ? kOutMem : kScratchMem, e};
   }
   bool inPlace() const { return inputInOutput >= 0 || outputInInput >= 0; }
@@ -122,7 +123,9 @@ bool isRecv(StepKind k) { return k == StepKind::kRecv || k == StepKind::kRecvRed
 // Steps that post a message (to the peer's entry queue) and steps that take one.
 bool isExit(StepKind k) { return k == StepKind::kSend || k == StepKind::kNotify; }
 bool isEntry(StepKind k) { return isRecv(k) || k == StepKind::kWait; }
-bool hasPeer(StepKind k) { return k != StepKind::kCopy && k != StepKind::kReduce; }
+bool hasPeer(StepKind k) {
+  return k != StepKind::kCopy && k != StepKind::kReduce && k != StepKind::kSignal;
+}
 // Steps that read a local `a`, a local `b`, and write `dst`.
 bool readsLocalA(StepKind k) {
   return k == StepKind::kSend || k == StepKind::kRecvReduce || k == StepKind::kCopy ||
@@ -130,13 +133,19 @@ bool readsLocalA(StepKind k) {
 }
 bool readsLocalB(StepKind k) { return k == StepKind::kReduce || k == StepKind::kGetReduce; }
 bool writesDst(StepKind k) {
-  return k != StepKind::kSend && k != StepKind::kNotify && k != StepKind::kWait;
+  return k != StepKind::kSend && k != StepKind::kNotify && k != StepKind::kWait &&
+         k != StepKind::kSignal && k != StepKind::kAwait;
+}
+// A step whose peer need not be in Schedule::peers (the message peers): window steps.
+bool windowStep(const Step& s) {
+  return s.kind == StepKind::kAwait || (isOneSided(s.kind) && s.a.buf == kWindow);
 }
 
 std::string bufName(BufId b) {
   if (b == kInput) return "input";
   if (b == kOutput) return "output";
   if (b == kScratch) return "scratch";
+  if (b == kWindow) return "window";
   return "user" + std::to_string(b - kFirstUserBuf);
 }
 
@@ -164,6 +173,9 @@ std::string describe(const Step& s) {
              rangeName(s.b) + " -> " + rangeName(s.dst);
     case StepKind::kNotify: return d + " " + std::to_string(s.peer);
     case StepKind::kWait: return d + " for " + std::to_string(s.peer);
+    case StepKind::kSignal: return d;
+    case StepKind::kAwait:
+      return d + " " + std::to_string(s.peer) + "'s signal " + std::to_string(s.target);
   }
   return d;
 }
@@ -309,6 +321,8 @@ class Checker {
     L.logical[kInMem] = in;
     L.logical[kOutMem] = out;
     L.logical[kScratchMem] = scheds_[r].scratchBytes / L.unit;
+    L.logical[kWinMem] = d.window.bytes() / L.unit;
+    L.memSize[kWinMem] = L.logical[kWinMem];
     L.memSize[kInMem] = L.inputInOutput >= 0 ? 0 : in;
     L.memSize[kOutMem] = L.outputInInput >= 0 ? 0 : out;
     if (L.inputInOutput >= 0)
@@ -332,6 +346,11 @@ class Checker {
       size = L.logical[kOutMem] * L.unit;
     } else if (rg.buf == kScratch) {
       size = scheds_[owner].scratchBytes;
+    } else if (rg.buf == kWindow) {
+      size = descs_[owner].window.bytes();
+      if (size == 0)
+        return internalError(at(r, i, st) + ": " + what + " names the host window, which this "
+                             "call's description does not have (CollDesc::window)");
     } else {
       return internalError(at(r, i, st) + ": " + what + " names " + bufName(rg.buf) +
                            ", which a " + collName(coll_) + " does not have");
@@ -398,9 +417,10 @@ class Checker {
                                " but rank " + std::to_string(p) +
                                " does not list it back (consistency headers would not match)");
       }
+      bool signalled = false;
       for (uint32_t i = 0; i < s.steps.size(); ++i) {
         const Step& st = s.steps[i];
-        if (static_cast<uint8_t>(st.kind) > static_cast<uint8_t>(StepKind::kWait))
+        if (static_cast<uint8_t>(st.kind) > static_cast<uint8_t>(StepKind::kAwait))
           return internalError(who + "step " + std::to_string(i) + " has an unknown kind");
         for (uint32_t d : st.deps)
           if (d >= i)
@@ -409,7 +429,8 @@ class Checker {
         if (hasPeer(st.kind)) {
           if (st.peer < 0 || st.peer >= n_ || st.peer == r)
             return internalError(at(r, i, st) + ": invalid peer " + std::to_string(st.peer));
-          if (std::find(s.peers.begin(), s.peers.end(), st.peer) == s.peers.end())
+          if (!windowStep(st) &&
+              std::find(s.peers.begin(), s.peers.end(), st.peer) == s.peers.end())
             return internalError(at(r, i, st) + ": peer missing from Schedule::peers");
         }
         switch (st.kind) {
@@ -448,6 +469,14 @@ class Checker {
             break;
           case StepKind::kNotify:
           case StepKind::kWait: break;
+          case StepKind::kSignal: signalled = true; break;
+          case StepKind::kAwait:
+            if (st.target == 0)
+              return internalError(at(r, i, st) + ": awaits signal 0 (targets count from 1)");
+            if (!signalled)
+              return internalError(at(r, i, st) + ": awaits before this rank's first signal, "
+                                   "which publishes its header");
+            break;
         }
         if (writesDst(st.kind) && !L.inPlace() && st.dst.buf == kInput)
           return internalError(at(r, i, st) + ": writes the input of an out-of-place call");
@@ -665,10 +694,14 @@ class Checker {
         break;
       }
       case StepKind::kNotify:
-        out->values.clear();
-        out->step = i;
+      case StepKind::kSignal:
+        if (out) {
+          out->values.clear();
+          out->step = i;
+        }
         break;
-      case StepKind::kWait: break;
+      case StepKind::kWait:
+      case StepKind::kAwait: break;
     }
     return Status();
   }
@@ -695,7 +728,8 @@ class Checker {
 
   Status proveOneSided() const {
     bool any = false;
-    for (const Schedule& s : scheds_) any = any || s.needsOneSided();
+    for (const Schedule& s : scheds_)
+      for (const Step& st : s.steps) any = any || isOneSided(st.kind);
     if (!any) return Status();
     const size_t n = static_cast<size_t>(n_);
     std::vector<size_t> base(n + 1, 0);
@@ -711,7 +745,8 @@ class Checker {
       exitWord[r] = bits / 64;
       const auto& steps = scheds_[r].steps;
       for (uint32_t i = 0; i < steps.size(); ++i)
-        if (isExit(steps[i].kind)) exitBit[base[r] + i] = static_cast<int64_t>(bits++);
+        if (isExit(steps[i].kind) || steps[i].kind == StepKind::kSignal)
+          exitBit[base[r] + i] = static_cast<int64_t>(bits++);
       bits = (bits + 63) / 64 * 64;
     }
     exitWord[n] = bits / 64;
@@ -741,6 +776,21 @@ class Checker {
     }
     for (size_t c = 0; c < n * n; ++c)
       if (taken[c] != posted[c].size()) return Status();
+    // Window awaits: await(q, k) happens after q's k-th signal (any number of ranks may await
+    // one signal; a signal nobody awaits is fine).
+    std::vector<std::vector<uint32_t>> signalSteps(n);
+    for (int q = 0; q < n_; ++q)
+      for (uint32_t i = 0; i < scheds_[q].steps.size(); ++i)
+        if (scheds_[q].steps[i].kind == StepKind::kSignal) signalSteps[static_cast<size_t>(q)].push_back(i);
+    for (int r = 0; r < n_; ++r) {
+      const auto& steps = scheds_[r].steps;
+      for (uint32_t i = 0; i < steps.size(); ++i) {
+        if (steps[i].kind != StepKind::kAwait) continue;
+        const auto& sig = signalSteps[static_cast<size_t>(steps[i].peer)];
+        if (steps[i].target > sig.size()) return Status();  // never signalled: the run reports it
+        match[node(r, i)] = static_cast<int64_t>(node(steps[i].peer, sig[steps[i].target - 1]));
+      }
+    }
 
     // Exits, in a topological order of deps and matches (Kahn).
     std::vector<uint32_t> pending(total, 0);
@@ -900,7 +950,11 @@ class Checker {
                   "orders the two (the get may see the value before or after the write)");
           }
         }
-        if (!before(r, i, ends.data() + static_cast<size_t>(q) * words))
+        // The host window outlives the call: that a rank does not rewrite its region while a
+        // slower peer still reads it follows from the executor's entry protocol (a rank enters
+        // call s+2, the next to use this half, only after every peer has entered call s+1,
+        // which it does after finishing call s), not from this call's steps.
+        if (g.a.buf != kWindow && !before(r, i, ends.data() + static_cast<size_t>(q) * words))
           return internalError(
               "rank " + std::to_string(q) + " can return while " + at(r, i, g) +
               " still reads its " + elementName(q, src.mem, src.first) +
@@ -974,6 +1028,7 @@ class Checker {
     }
     for (int r = 0; r < n_; ++r) setBit(known[r], r);
     std::vector<uint32_t> pc(static_cast<size_t>(n_), 0);
+    std::vector<uint32_t> signals(static_cast<size_t>(n_), 0);  // window signals made so far
     Message msg;
     for (bool progress = true; progress;) {
       progress = false;
@@ -983,6 +1038,8 @@ class Checker {
           const uint32_t i = pc[r];
           const Step& st = steps[i];
           if (isEntry(st.kind) && channel(st.peer, r).empty()) break;  // retried next pass
+          if (st.kind == StepKind::kAwait && signals[static_cast<size_t>(st.peer)] < st.target)
+            break;
           if (opts_.proveOrder && (isExit(st.kind) || isEntry(st.kind))) {
             // Per-peer FIFO must be ordered by deps too, or the transport may match messages
             // in an order the program did not mean.
@@ -1007,6 +1064,7 @@ class Checker {
             channel(r, st.peer).push_back(std::move(out));
           } else {
             CHORUS_RETURN_IF_ERROR(exec(r, i, memory_[r], nullptr, nullptr, proof(hz, r)));
+            if (st.kind == StepKind::kSignal) ++signals[static_cast<size_t>(r)];
           }
           ++pc[r];
           progress = true;
@@ -1020,8 +1078,9 @@ class Checker {
       for (int q = r; q < n_ && shown < 4; ++q) {
         if (pc[q] == scheds_[q].steps.size()) continue;
         const Step& st = scheds_[q].steps[pc[q]];
-        why += (shown++ ? "; " : "") + at(q, pc[q], st) + " waits for a message rank " +
-               std::to_string(st.peer) + " never sends";
+        why += (shown++ ? "; " : "") + at(q, pc[q], st) +
+               (st.kind == StepKind::kAwait ? " waits for a signal rank " : " waits for a message rank ") +
+               std::to_string(st.peer) + " never " + (st.kind == StepKind::kAwait ? "makes" : "sends");
       }
       return internalError(why);
     }
@@ -1051,6 +1110,9 @@ class Checker {
     std::vector<Ref> ready;
     std::vector<std::deque<Ref>> offered(nn);   // per channel, in the order sends became ready
     std::vector<std::vector<Ref>> blocked(nn);  // receives with nothing offered yet
+    // Window: signals complete as soon as their deps are done; an await waits for its signal.
+    std::vector<uint32_t> signals(static_cast<size_t>(n_), 0);
+    std::vector<std::vector<Ref>> parked(static_cast<size_t>(n_));  // awaits, by awaited rank
     size_t total = 0, done = 0;
     for (int r = 0; r < n_; ++r) {
       const auto& steps = scheds_[r].steps;
@@ -1087,6 +1149,36 @@ class Checker {
       ready[pick] = ready.back();
       ready.pop_back();
       const Step& st = scheds_[r].steps[i];
+      if (st.kind == StepKind::kAwait) {
+        if (signals[static_cast<size_t>(st.peer)] < st.target) {
+          parked[static_cast<size_t>(st.peer)].emplace_back(r, i);
+          continue;
+        }
+        knowFromDeps(r, i);
+        CHORUS_RETURN_IF_ERROR(exec(r, i, memory_[r], nullptr, nullptr, nullptr));
+        complete(r, i);
+        continue;
+      }
+      if (st.kind == StepKind::kSignal) {
+        knowFromDeps(r, i);
+        CHORUS_RETURN_IF_ERROR(exec(r, i, memory_[r], nullptr, nullptr, nullptr));
+        ++signals[static_cast<size_t>(r)];
+        // Release the awaits this signal satisfies; the others stay parked.
+        auto& waiting = parked[static_cast<size_t>(r)];
+        const uint32_t count = signals[static_cast<size_t>(r)];
+        for (size_t k = 0; k < waiting.size();) {
+          const auto [wr, wi] = waiting[k];
+          if (scheds_[wr].steps[wi].target <= count) {
+            ready.push_back(waiting[k]);
+            waiting[k] = waiting.back();
+            waiting.pop_back();
+          } else {
+            ++k;
+          }
+        }
+        complete(r, i);
+        continue;
+      }
       if (isExit(st.kind)) {
         const size_t c = chan(r, st.peer);
         offered[c].emplace_back(r, i);

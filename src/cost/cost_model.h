@@ -1,12 +1,14 @@
-// The cost model and the tuner: a predicted time for every (collective, algorithm, size, layout)
-// and the choice of the cheapest eligible algorithm.
+// The cost vocabulary: link classes, their constants, and what a summary of an algorithm's
+// traffic costs in time. Nothing here knows an algorithm: each algorithm describes its own
+// busiest rank as a Traffic (next to its builder, algorithms/<family>/), the tuner
+// (src/tuning/) compares them. Transports name the link class they offer a peer.
 //
-// The model. An algorithm's schedule is summarized by what its busiest rank does (Traffic):
-// message hops on the critical path, messages it sends and receives (consistency headers and
-// notify/wait included), bytes it moves over intra-host links and bytes through its host's NIC,
-// one-sided reads, local copies and reductions, blocking waits. Constants turn that into time:
+// The model. Traffic summarizes what the busiest rank does: message hops on the critical path,
+// messages it sends and receives (consistency headers and notify/wait included), bytes it moves
+// over intra-host links and bytes through its host's NIC, one-sided reads, local copies and
+// reductions, blocking waits. Constants turn that into time:
 //
-//   call      per-call executor overhead (staged one-shot: its own, much smaller one)
+//   call      per-call executor overhead (window plans: their own, much smaller one)
 //   latency   hops x latencyUs of the slowest link class involved
 //   messages  messages x stepOverheadUs (CPU per message, sender and receiver each)
 //   wire      max(intra bytes / intra bandwidth, NIC bytes / inter bandwidth), plus a chain's
@@ -23,10 +25,6 @@
 // pays its 2(n-1) steps plus one hop per extra chunk on the critical path, while every chunk's
 // message overhead is CPU work.
 //
-// Flat algorithms on several hosts are assumed to run in Layout::ringOrder() (each host boundary
-// crossed once by a ring or chain); direct exchanges (one-shot, pairwise, linear) send the host's
-// share of all cross-host traffic through one NIC.
-//
 // Calibration is a matter of the constants (one table in cost_model.cc, overridable per model
 // with setConstants()/setHost()/applyOverrides()); fitFromPingPong() turns a ping-pong sweep into
 // a link's latency and bandwidth. The defaults are fitted to this project's 2-core development
@@ -40,22 +38,18 @@
 #include <utility>
 #include <vector>
 
-#include "algorithms/common/schedule.h"
-#include "algorithms/registry.h"
 #include "src/base/status.h"
 
-namespace chorus::topo {
-class Layout;
-}
+namespace chorus::cost {
 
-namespace chorus::tune {
-
-/// The kinds of link a message can cross.
+/// The kinds of link a message can cross. Transports say which one reaches a peer.
 enum class LinkClass : uint8_t { kShm, kTcpLoopback, kEthernet, kInfiniBand, kNvlink, kPcie };
 inline constexpr int kNumLinkClasses = 6;
 /// "shm", "tcp-loopback", "ethernet", "infiniband", "nvlink", "pcie".
 std::string_view linkClassName(LinkClass c);
 StatusOr<LinkClass> parseLinkClass(std::string_view name);
+/// Of two classes, the one a job should plan with when ranks disagree: the slower.
+LinkClass slower(LinkClass a, LinkClass b);
 
 /// What one link class costs.
 struct LinkConstants {
@@ -83,9 +77,10 @@ struct HostConstants {
   double memBwGBps = 30;
   double cacheBwGBps = 100;
   uint64_t cacheBytes = 1 << 20;
-  /// Executor overhead per call: schedule lookup, per-peer state, headers posted.
+  /// Executor overhead per call: plan lookup, per-peer state, headers posted.
   double callOverheadUs = 2;
-  /// Host staging one-shot per call: publish the sequence word, see every peer's.
+  /// Per call of a plan that runs through the host window (no messages): publish a word, see
+  /// every peer's.
   double stagedCallUs = 0.2;
   /// Per blocking wait when the host's ranks outnumber its cores (yield / futex hand-over).
   double contextSwitchUs = 2.5;
@@ -96,21 +91,20 @@ struct CostInput {
   int nranks = 1;
   int hosts = 1;
   int ranksPerHost = 1;  ///< of the largest host
+  /// Every host holds ranksPerHost ranks (hierarchical schedules apply).
+  bool equalHosts = true;
   LinkClass intra = LinkClass::kShm;       ///< between ranks of one host
   LinkClass inter = LinkClass::kEthernet;  ///< between hosts (unused with one host)
   double interSpeedGbps = 0;               ///< measured NIC speed; 0: the class's nominal
   int coresPerHost = 0;                    ///< 0: unknown (no time-sharing modelled)
   uint64_t chunkBytes = 256 << 10;         ///< pipelining chunk (CHORUS_CHUNK_SIZE)
-  /// All-reduces up to this many bytes run one-shot through host staging (0: no staging).
-  uint64_t stagingBytes = 0;
-  /// Larger all-reduces run two-shot through the staging segment in rounds of roundBytes
-  /// (0: two-shot, where eligible, reads peers over cross-memory attach).
+  /// The host window's streaming round (CollDesc::window.roundBytes), 0 without a window.
   uint64_t roundBytes = 0;
 };
 
-/// A CostInput for `layout`'s ranks.
-CostInput costInputFor(const topo::Layout& layout, LinkClass intra, LinkClass inter,
-                       int coresPerHost);
+/// The input with its counts made consistent: at least one rank and host, ranks per host within
+/// [1, nranks], one host holding every rank when hosts == 1.
+CostInput normalized(CostInput in);
 
 /// What the busiest rank of one algorithm does (see the top of this file). Fractional values
 /// are averages (uneven slices, all-to-allv).
@@ -128,7 +122,7 @@ struct Traffic {
   double getBytes = 0;      ///< one-sided reads
   double gets = 0;          ///< one-sided read calls
   double workingSet = 0;    ///< bytes touched, for the cache rule
-  bool staged = false;      ///< the host-staging one-shot (no executor, no messages)
+  bool staged = false;      ///< runs through the host window only (no executor messages)
 };
 
 /// A prediction term by term (µs), for logs and calibration.
@@ -140,13 +134,6 @@ struct Breakdown {
   }
   /// "call 2.0 + lat 3.0 + msg 12.0 + wire 0.0 + mem 0.0 + get 0.0 + wait 0.0 = 17.0 us"
   std::string toString() const;
-};
-
-/// The tuner's pick for one call.
-struct Choice {
-  const algo::AlgoInfo* algo = nullptr;  ///< nullptr when the collective has no algorithm
-  double predictedUs = 0;
-  std::string why;  ///< the candidates and their predictions, for INFO logs
 };
 
 class CostModel {
@@ -168,29 +155,11 @@ class CostModel {
   /// kInvalidArgument naming the item; nothing is applied then.
   Status applyOverrides(std::string_view spec);
 
-  /// What `algo` of `coll` does on `bytes` (count x element size, as CollDesc counts: the whole
-  /// vector for all-reduce, broadcast, reduce; one rank's block for all-gather, reduce-scatter,
-  /// gather, scatter; one peer's block for all-to-all(v)). Zeroes for an unknown algorithm.
-  Traffic traffic(sched::Coll coll, std::string_view algo, uint64_t bytes,
-                  const CostInput& in) const;
-  Breakdown explain(sched::Coll coll, std::string_view algo, uint64_t bytes,
-                    const CostInput& in) const;
-  /// Predicted time in µs; +infinity when `algo` is not registered for `coll`.
-  double predictUs(sched::Coll coll, std::string_view algo, uint64_t bytes,
-                   const CostInput& in) const;
-
-  /// The cheapest eligible algorithm for `d` on platform `p`: one-sided algorithms only when
-  /// p.oneSided; all-reduce one-shot through host staging when the message fits
-  /// p.stagingBytes. Ties go to the earlier entry of the registry.
-  Choice choose(sched::Coll coll, const sched::CollDesc& d, const algo::Platform& p,
-                const CostInput& in) const;
-
-  /// Per collective and message size (nccl-tests sizes: the larger buffer in bytes, float32,
-  /// minBytes, minBytes x factor, ... up to maxBytes), the algorithm choose() picks, its
-  /// predicted time and busbw (nccl-tests factors), and the runner-up. For chorus-topo --tune
-  /// and CHORUS_DEBUG=INFO.
-  std::string decisionTable(const algo::Platform& p, const CostInput& in, uint64_t minBytes = 8,
-                            uint64_t maxBytes = 256ull << 20, uint64_t factor = 4) const;
+  /// The time of `t` on `in`'s layout and links, term by term.
+  Breakdown explain(const Traffic& t, const CostInput& in) const;
+  double predictUs(const Traffic& t, const CostInput& in) const {
+    return explain(t, in).totalUs();
+  }
 
   /// The constants, one line per link class and one for the host.
   std::string constantsTable() const;
@@ -203,15 +172,6 @@ class CostModel {
 /// The model with the default constants.
 const CostModel& defaultCostModel();
 
-/// defaultCostModel().predictUs / choose / decisionTable.
-double predictUs(sched::Coll coll, std::string_view algo, uint64_t bytes, const CostInput& in);
-Choice choose(sched::Coll coll, const sched::CollDesc& d, const algo::Platform& p,
-              const CostInput& in);
-std::string decisionTable(const algo::Platform& p, const CostInput& in);
-
-/// True when `a`'s schedules contain one-sided steps (probed once per algorithm on 2 ranks).
-bool needsOneSided(const algo::AlgoInfo& a);
-
 /// Latency and bandwidth of a link from ping-pong samples (bytes, one-way µs = half a round
 /// trip): a weighted least-squares fit of t = latency + bytes / bandwidth, each sample weighted
 /// by 1/t² so that small messages fix the latency and large ones the bandwidth. The fitted
@@ -222,4 +182,9 @@ bool needsOneSided(const algo::AlgoInfo& a);
 LinkConstants fitFromPingPong(const std::vector<std::pair<uint64_t, double>>& samples,
                               const LinkConstants& prior = LinkConstants{});
 
-}  // namespace chorus::tune
+/// "8 B", "32 KiB", "4 MiB" (exact multiples only).
+std::string sizeText(uint64_t bytes);
+/// "0.20 us", "17.0 us", "3.10 ms".
+std::string usText(double us);
+
+}  // namespace chorus::cost

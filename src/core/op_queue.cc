@@ -1,0 +1,119 @@
+#include "src/core/op_queue.h"
+
+namespace chorus {
+
+bool Request::test(Status* out) {
+  if (!done_.load(std::memory_order_acquire)) return false;
+  if (out) *out = status_;
+  return true;
+}
+
+void Request::finish(Status s) {
+  status_ = std::move(s);
+  done_.store(true, std::memory_order_release);
+}
+
+OpQueue::~OpQueue() {
+  {
+    std::lock_guard<std::mutex> lock(queueMu_);
+    stopping_ = true;
+  }
+  queueCv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+}
+
+bool OpQueue::runNext() {
+  std::pair<Work, std::shared_ptr<Request>> item;
+  {
+    std::lock_guard<std::mutex> lock(queueMu_);
+    if (queue_.empty()) return false;
+    item = std::move(queue_.front());
+    queue_.pop_front();
+  }
+  Status s = item.first();
+  if (!s.ok() && report_) report_(s);
+  item.second->finish(std::move(s));
+  queued_.fetch_sub(1, std::memory_order_acq_rel);
+  return true;
+}
+
+std::shared_ptr<Request> OpQueue::enqueue(Work work, bool urgent) {
+  auto req = std::make_shared<Request>();
+  bool wake;
+  {
+    std::lock_guard<std::mutex> lock(queueMu_);
+    queue_.emplace_back(std::move(work), req);
+    queued_.fetch_add(1, std::memory_order_acq_rel);
+    lastWork_ = std::chrono::steady_clock::now();
+    if (!worker_.joinable()) {
+      workerTicking_ = true;
+      worker_ = std::thread([this] { workerLoop(); });
+    }
+    wake = urgent || !workerTicking_;
+    if (wake) workerTicking_ = true;  // it will tick from its next wake-up on
+  }
+  if (wake) queueCv_.notify_one();
+  return req;
+}
+
+Status OpQueue::wait(const std::shared_ptr<Request>& req) {
+  Status s;
+  if (req->test(&s)) return s;
+  {
+    std::lock_guard<std::mutex> lock(queueMu_);
+    ++waiters_;
+  }
+  while (!req->test(&s)) {
+    std::lock_guard<std::mutex> exec(execMu_);  // waits out an operation the worker is running
+    if (!runNext()) break;                      // nothing queued: ours has finished
+  }
+  bool more;
+  {
+    std::lock_guard<std::mutex> lock(queueMu_);
+    --waiters_;
+    more = !queue_.empty();
+  }
+  // What is left is the worker's again; it ticks, but need not wait for its tick.
+  if (more) queueCv_.notify_one();
+  req->test(&s);
+  return s;
+}
+
+void OpQueue::failQueued(const Status& why) {
+  std::lock_guard<std::mutex> lock(queueMu_);
+  for (auto& item : queue_) {
+    item.second->finish(why);
+    queued_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+  queue_.clear();
+}
+
+void OpQueue::workerLoop() {
+  std::unique_lock<std::mutex> lock(queueMu_);
+  while (true) {
+    if (stopping_ && queue_.empty() && waiters_ == 0) return;
+    if (!queue_.empty() && waiters_ == 0) {
+      lock.unlock();
+      {
+        std::lock_guard<std::mutex> exec(execMu_);
+        runNext();
+      }
+      lock.lock();
+      continue;
+    }
+    // Stand aside while a caller waits: it runs the queue itself. Tick while work keeps
+    // coming, so enqueue() need not wake us; sleep until woken once it has stopped.
+    const auto now = std::chrono::steady_clock::now();
+    if (now - lastWork_ < std::chrono::milliseconds(kIdleMs)) {
+      workerTicking_ = true;
+      queueCv_.wait_for(lock, std::chrono::milliseconds(kTickMs));
+    } else {
+      workerTicking_ = false;
+      queueCv_.wait(lock, [&] {
+        return stopping_ || workerTicking_ || (!queue_.empty() && waiters_ == 0);
+      });
+    }
+  }
+}
+
+}  // namespace chorus

@@ -1,0 +1,91 @@
+// Ordered execution of a communicator's operations, and the progress thread.
+//
+// Operations run in the order they were started, on whichever thread gets to them:
+//   - a blocking call runs inline on the caller's thread when nothing is queued (no thread hop
+//     on the latency path);
+//   - a nonblocking call is queued; the progress thread runs queued operations while the caller
+//     computes; a thread that waits runs them itself, in order, and the progress thread stands
+//     aside meanwhile, so completing a request never needs a thread hand-off.
+// An operation is popped only while the execution lock is held, which keeps the order.
+//
+// Waking the progress thread costs a system call on the caller and a context switch; for a
+// small operation that the caller waits for right away (the common nonblocking pattern, and
+// what a latency benchmark does) that is most of the operation's time. So the thread is woken
+// at once only for operations worth it (`urgent`: predicted to take longer than a wake-up), or
+// when it sleeps without a timeout. While operations keep coming it sleeps in ticks of
+// kTickMs and looks at the queue after each, so a small queued operation the caller does not
+// wait for still starts within a tick; after kIdleMs without work it sleeps until woken.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "src/base/status.h"
+
+namespace chorus {
+
+/// A nonblocking operation's completion.
+class Request {
+ public:
+  /// Never blocks; *out gets the result once done.
+  bool test(Status* out);
+
+ private:
+  friend class OpQueue;
+  void finish(Status s);
+  std::atomic<bool> done_{false};
+  Status status_;
+};
+
+class OpQueue {
+ public:
+  using Work = std::function<Status()>;
+  static constexpr int kTickMs = 2;
+  static constexpr int kIdleMs = 200;
+
+  /// `report` receives the failure of every queued operation (the last-error text).
+  explicit OpQueue(std::function<void(const Status&)> report) : report_(std::move(report)) {}
+  ~OpQueue();
+
+  /// Runs `work` in order with everything queued before it; inline when nothing is queued.
+  template <class F>
+  Status runOrdered(F&& work) {
+    {
+      std::lock_guard<std::mutex> exec(execMu_);
+      if (queued_.load(std::memory_order_acquire) == 0) return work();
+    }
+    return wait(enqueue(Work(std::forward<F>(work)), false));
+  }
+  /// Queues `work`; `urgent` wakes the progress thread now.
+  std::shared_ptr<Request> enqueue(Work work, bool urgent);
+  /// Completes `req`, running queued operations on this thread until it is done.
+  Status wait(const std::shared_ptr<Request>& req);
+  /// Fails every queued operation with `why` (abort).
+  void failQueued(const Status& why);
+  /// Held while an operation runs.
+  std::mutex& execMutex() { return execMu_; }
+
+ private:
+  bool runNext();  // caller holds execMu_
+  void workerLoop();
+
+  std::function<void(const Status&)> report_;
+  std::mutex execMu_;
+  std::mutex queueMu_;
+  std::condition_variable queueCv_;
+  std::deque<std::pair<Work, std::shared_ptr<Request>>> queue_;
+  std::atomic<size_t> queued_{0};
+  int waiters_ = 0;        // threads inside wait(); the worker stands aside while > 0
+  bool stopping_ = false;
+  bool workerTicking_ = false;  // the worker sleeps in ticks (no wake-up needed)
+  std::chrono::steady_clock::time_point lastWork_;
+  std::thread worker_;
+};
+
+}  // namespace chorus

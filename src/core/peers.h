@@ -1,0 +1,91 @@
+// The communicator's peers: one transport of every registered kind the job allows, the
+// bootstrap record of every rank, a connection per peer, and liveness.
+//
+// Transports come from the registry (transports/transport.h); nothing here names one. Each
+// peer is reached through the transport with the best canConnect() score among those it
+// published an endpoint for; CHORUS_TRANSPORT (a comma-separated list of kinds) narrows the
+// choice. Connections are made eagerly for every pair at creation (CHORUS_CONNECT=eager, the
+// default: a failure anywhere then reaches every rank directly) or at a pair's first message
+// (lazy).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/base/status.h"
+#include "src/bootstrap/peer_info.h"
+#include "src/cost/cost_model.h"
+#include "src/exec/executor.h"
+#include "transports/transport.h"
+
+namespace chorus {
+
+struct TransportStats {
+  std::string name;
+  uint64_t sentIntra = 0, recvIntra = 0, sentInter = 0, recvInter = 0;
+};
+
+class Peers final : public exec::PeerAccess {
+ public:
+  /// The transports of a new communicator: every registered kind CHORUS_TRANSPORT allows, each
+  /// listening; `self` gets their endpoints.
+  static StatusOr<std::unique_ptr<Peers>> create(const TransportContext& ctx, PeerInfo* self);
+  /// A split's: each of the parent's transports makes its child (forSplit), listening.
+  static StatusOr<std::unique_ptr<Peers>> createForSplit(const Peers& parent,
+                                                         const TransportContext& child,
+                                                         PeerInfo* self);
+  ~Peers() override;
+
+  /// Every rank's record, in rank order (from the bootstrap all-gather), this rank's included.
+  void setRecords(std::vector<PeerInfo> records) { records_ = std::move(records); }
+  const PeerInfo& record(int rank) const { return records_[static_cast<size_t>(rank)]; }
+  int size() const { return static_cast<int>(records_.size()); }
+  int rank() const { return rank_; }
+  void setTimeout(double seconds) { timeoutSeconds_ = seconds; }
+
+  /// Connects every peer in `peers` not connected yet: higher ranks dialed first, then lower
+  /// ones accepted, so no cycle of ranks waiting for each other forms. Bounded by the timeout;
+  /// a same-host peer whose process is gone fails it within about a second.
+  Status connect(const std::vector<int>& peers);
+  /// CHORUS_CONNECT=eager: every peer now; lazy: nothing.
+  Status connectEagerly();
+
+  Connection* connection(int peer) override { return conns_[static_cast<size_t>(peer)].get(); }
+  /// Same-host peers only (the pid check needs the same pid namespace); others are left to
+  /// their connections.
+  Status alive(int peer) override;
+
+  /// The transport that reaches `peer` (the best canConnect score), or nullptr.
+  Transport* transportFor(int peer, Reach* reach = nullptr) const;
+  /// This rank's view for the agreement at creation: whether every peer's connection can read
+  /// its memory; the slowest link class to a peer on this host and on other hosts (nullopt
+  /// when there is none).
+  bool everyPeerReadable() const;
+  bool linkClasses(cost::LinkClass* intra, bool* anyIntra, cost::LinkClass* inter,
+                   bool* anyInter) const;
+  /// The transport through which every peer is reached, when it is one transport that can
+  /// make a host window and every rank shares this host; nullptr otherwise.
+  Transport* windowTransport() const;
+
+  void cancelAll(const Status& why);
+  std::vector<TransportStats> stats() const;
+  const std::vector<std::unique_ptr<Transport>>& transports() const { return transports_; }
+
+ private:
+  Peers() = default;
+  Status listenAll(PeerInfo* self);
+
+  int rank_ = 0;
+  double timeoutSeconds_ = 300;
+  std::vector<std::unique_ptr<Transport>> transports_;
+  std::vector<PeerInfo> records_;
+  std::vector<std::unique_ptr<Connection>> conns_;  // by peer rank
+  std::vector<int> connTransport_;                  // index into transports_, -1 if none
+};
+
+/// The identity a transport sees of a bootstrap record.
+PeerIdentity identityOf(const PeerInfo& p);
+
+}  // namespace chorus

@@ -1,0 +1,613 @@
+#include "src/exec/executor.h"
+
+#include <poll.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "algorithms/kernels/reduce.h"
+#include "algorithms/registry.h"
+#include "src/base/futex.h"
+#include "src/base/logging.h"
+
+namespace chorus::exec {
+namespace {
+
+using sched::StepKind;
+
+constexpr uint32_t kHeaderMagic = 0x53524843;  // "CHRS"
+constexpr uint16_t kHeaderVersion = 2;
+// Posted operations per peer and direction. Enough to keep a link busy while bounding the
+// staging memory of recvReduce (kMaxInflight chunks per peer).
+constexpr int kMaxInflight = 8;
+// One-sided reads that feed a reduction go through a buffer this big: it stays in L2 while the
+// bytes are reduced.
+constexpr size_t kBouncePiece = 256 << 10;
+// The buffers a peer may read one-sidedly, whose handles follow the header.
+constexpr int kExposed = 3;  // input, output, scratch
+
+bool isSendLike(StepKind k) { return k == StepKind::kSend || k == StepKind::kNotify; }
+bool isRecvLike(StepKind k) {
+  return k == StepKind::kRecv || k == StepKind::kRecvReduce || k == StepKind::kWait;
+}
+
+// Data and header frames of the same operation carry different tags, so a stray frame of
+// another operation is caught by the transport's tag check.
+Tag dataTag(uint64_t seq) { return seq << 1; }
+Tag headerTag(uint64_t seq) { return (seq << 1) | 1; }
+
+const char* opName(int userOp) {
+  switch (userOp) {
+    case -1: return "none";
+    case 0: return "sum";
+    case 1: return "prod";
+    case 2: return "max";
+    case 3: return "min";
+    case 4: return "avg";
+    default: return "premulsum";
+  }
+}
+
+uint8_t wireOp(int userOp) { return static_cast<uint8_t>(userOp < 0 ? 0xff : std::min(userOp, 0xfe)); }
+
+std::string describeStep(const sched::Step& s, size_t index) {
+  std::string out = "step " + std::to_string(index) + " (" + sched::stepKindName(s.kind);
+  switch (s.kind) {
+    case StepKind::kSend:
+      out += " to rank " + std::to_string(s.peer) + ", " + std::to_string(s.a.bytes) + " bytes";
+      break;
+    case StepKind::kRecv:
+    case StepKind::kRecvReduce:
+    case StepKind::kGet:
+    case StepKind::kGetReduce:
+      out += " from rank " + std::to_string(s.peer) + ", " + std::to_string(s.dst.bytes) + " bytes";
+      break;
+    case StepKind::kNotify: out += " to rank " + std::to_string(s.peer); break;
+    case StepKind::kWait: out += " from rank " + std::to_string(s.peer); break;
+    case StepKind::kAwait:
+      out += " of rank " + std::to_string(s.peer) + "'s signal " + std::to_string(s.target);
+      break;
+    default: break;
+  }
+  return out + ")";
+}
+
+}  // namespace
+
+struct Executor::PeerRun {
+  int peer = -1;
+  Connection* conn = nullptr;
+  size_t nextSend = 0, nextRecv = 0;
+  int inflightSend = 0, inflightRecv = 0;
+  WireHeader mine, theirs;
+  Op headerSendOp, headerRecvOp;
+  bool headerSent = false, headerRecvd = false;
+  MemHandle myHandles[kExposed], theirHandles[kExposed];
+  Op handleSendOp, handleRecvOp;
+  bool handlesSent = true, handlesRecvd = true;
+  bool goneMarked = false;
+};
+
+Executor::Executor() = default;
+Executor::~Executor() = default;
+
+std::string describeCall(const OpIdentity& id, const char* algo) {
+  std::string s = sched::collName(id.coll);
+  if (id.coll == sched::Coll::kSendRecv) return s;
+  s += "(count=" + std::to_string(id.count) + ", " + dataTypeName(id.dtype);
+  if (id.userOp != -1) s += std::string(", ") + opName(id.userOp);
+  if (id.root >= 0) s += ", root=" + std::to_string(id.root);
+  s += ") #" + std::to_string(id.seq);
+  if (algo && *algo) s += std::string(" [") + algo + "]";
+  return s;
+}
+
+std::byte* Executor::stagingFor(size_t slot, uint64_t bytes) {
+  if (slot >= staging_.size()) {
+    staging_.resize(slot + 1);
+    stagingSize_.resize(slot + 1, 0);
+  }
+  if (stagingSize_[slot] < bytes) {
+    staging_[slot].reset(new std::byte[bytes]);
+    stagingSize_[slot] = bytes;
+  }
+  return staging_[slot].get();
+}
+
+std::byte* Executor::scratch(uint64_t bytes) {
+  if (scratchSize_ < bytes) {
+    scratch_.reset(new std::byte[bytes]);
+    scratchSize_ = bytes;
+  }
+  return scratch_.get();
+}
+
+WindowHeader Executor::windowHeader(const Plan& plan, const OpIdentity& id) const {
+  WindowHeader h;
+  h.seq = static_cast<uint32_t>(id.seq);
+  h.setCount(id.count);
+  h.root = id.root;
+  h.coll = static_cast<uint8_t>(id.coll);
+  h.dtype = static_cast<uint8_t>(id.dtype);
+  h.op = wireOp(id.userOp);
+  h.algo = plan.algoId;
+  return h;
+}
+
+Status Executor::checkWindowHeader(int peer, const Plan& plan, const OpIdentity& id,
+                                   const ExecEnv& env) const {
+  const WindowHeader mine = windowHeader(plan, id);
+  const WindowHeader theirs = env.window->header(peer, id.seq);
+  if (theirs == mine) return Status();
+  OpIdentity other;
+  other.coll = static_cast<sched::Coll>(theirs.coll);
+  other.seq = id.seq - static_cast<uint32_t>(static_cast<uint32_t>(id.seq) - theirs.seq);
+  other.count = theirs.count();
+  other.dtype = static_cast<DataType>(theirs.dtype);
+  other.userOp = theirs.op == 0xff ? -1 : theirs.op;
+  other.root = theirs.root;
+  const algo::AlgoInfo* a = algo::algorithmAt(theirs.algo);
+  return invalidUsage("rank " + std::to_string(env.rank) + " called " +
+                      describeCall(id, plan.schedule.algo.c_str()) + " but rank " +
+                      std::to_string(peer) + " called " +
+                      describeCall(other, a ? a->name : "an unknown algorithm"));
+}
+
+Status Executor::enterWindow(const Plan& plan, const OpIdentity& id, const ExecEnv& env) {
+  HostWindow& w = *env.window;
+  if (id.seq > 1) {
+    for (int q = 0; q < env.nranks; ++q) {
+      if (q == env.rank) continue;
+      // await() returns at once when q is there (and has not failed): one load.
+      Status st = w.await(q, id.seq - 1, 1, env.wait);
+      if (!st.ok())
+        return st.withContext(describeCall(id, plan.schedule.algo.c_str()) +
+                              ": waiting for rank " + std::to_string(q) +
+                              " to enter the previous call");
+    }
+  }
+  signalled_ = 0;
+  headerChecked_.assign(static_cast<size_t>(env.nranks), 0);
+  if (!plan.window) w.enter(id.seq, windowHeader(plan, id));
+  return Status();
+}
+
+Status Executor::awaitWindow(const sched::Step& s, size_t index, const Plan& plan,
+                             const OpIdentity& id, const ExecEnv& env) {
+  HostWindow& w = *env.window;
+  // await() returns at once when the signal is there and its maker has not failed (a peer
+  // that marked itself failed is never read from, even when its word is already there).
+  Status st = w.await(s.peer, id.seq, s.target, env.wait);
+  if (!st.ok())
+    return st.withContext(describeCall(id, plan.schedule.algo.c_str()) + " " +
+                          describeStep(s, index));
+  uint8_t& checked = headerChecked_[static_cast<size_t>(s.peer)];
+  if (checked) return Status();
+  checked = 1;
+  return checkWindowHeader(s.peer, plan, id, env);
+}
+
+Status Executor::run(const Plan& plan, Bindings& bind, DataType dtype, ReduceOp op,
+                     const OpIdentity& id, const ExecEnv& env) {
+  buf_.assign(bind.buf.begin(), bind.buf.end());
+  if (buf_.size() < sched::kFirstUserBuf) buf_.resize(sched::kFirstUserBuf, nullptr);
+  bytes_.assign(bind.bytes.begin(), bind.bytes.end());
+  if (bytes_.size() < sched::kFirstUserBuf) bytes_.resize(sched::kFirstUserBuf, 0);
+  bytes_[sched::kScratch] = plan.schedule.scratchBytes;
+  if (plan.schedule.scratchBytes > 0 && buf_[sched::kScratch] == nullptr)
+    buf_[sched::kScratch] = scratch(plan.schedule.scratchBytes);
+  if (plan.window) {
+    if (!env.window)
+      return invalidUsage(describeCall(id, plan.schedule.algo.c_str()) +
+                          " runs through the host window, which this communicator does not have");
+    buf_[sched::kWindow] = env.window->region(env.rank, static_cast<int>(id.seq & 1));
+  }
+  if (env.window && id.seq > 0) CHORUS_RETURN_IF_ERROR(enterWindow(plan, id, env));
+  if (plan.sequential) return runSequential(plan, id, dtype, op, env);
+  return runDataflow(plan, id, dtype, op, env);
+}
+
+// Window plans and local-only plans: every step in program order.
+Status Executor::runSequential(const Plan& plan, const OpIdentity& id, DataType dtype,
+                               ReduceOp op, const ExecEnv& env) {
+  const size_t elem = dataTypeSize(dtype);
+  const std::vector<sched::Step>& steps = plan.schedule.steps;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const sched::Step& s = steps[i];
+    switch (s.kind) {
+      case StepKind::kCopy:
+        if (ptr(s.a) != ptr(s.dst)) kernels::copy(ptr(s.dst), ptr(s.a), s.dst.bytes);
+        break;
+      case StepKind::kReduce:
+        kernels::reduce(ptr(s.dst), ptr(s.a), ptr(s.b), s.dst.bytes / elem, dtype, op);
+        break;
+      case StepKind::kGet:
+        kernels::copy(ptr(s.dst), peerWindow(s.peer, s.a, id, env), s.dst.bytes);
+        break;
+      case StepKind::kGetReduce:
+        kernels::reduce(ptr(s.dst), ptr(s.b), peerWindow(s.peer, s.a, id, env),
+                        s.dst.bytes / elem, dtype, op);
+        break;
+      case StepKind::kSignal:
+        if (++signalled_ == 1)
+          env.window->enter(id.seq, windowHeader(plan, id));
+        else
+          env.window->signal(id.seq, signalled_);
+        break;
+      case StepKind::kAwait: CHORUS_RETURN_IF_ERROR(awaitWindow(s, i, plan, id, env)); break;
+      default:
+        return internalError(describeCall(id, plan.schedule.algo.c_str()) + ": " +
+                             describeStep(s, i) + " in a plan without message peers");
+    }
+  }
+  return Status();
+}
+
+Status Executor::runDataflow(const Plan& plan, const OpIdentity& id, DataType dtype, ReduceOp op,
+                             const ExecEnv& env) {
+  const std::vector<sched::Step>& steps = plan.schedule.steps;
+  const size_t n = steps.size();
+  const size_t elem = dataTypeSize(dtype);
+  const bool collective = id.seq > 0;
+  // Formatted only when an error needs it: run() is on every call's hot path.
+  auto call = [&] { return describeCall(id, plan.schedule.algo.c_str()); };
+
+  // ---- Per-peer state --------------------------------------------------------------------
+  const size_t np = plan.peers.size();
+  while (peerRuns_.size() < np) peerRuns_.push_back(std::make_unique<PeerRun>());
+  for (size_t k = 0; k < np; ++k) {
+    PeerRun& p = *peerRuns_[k];
+    p = PeerRun{};
+    p.peer = plan.peers[k].rank;
+    p.conn = env.peers->connection(p.peer);
+    if (!p.conn)
+      return internalError(call() + ": no connection to rank " + std::to_string(p.peer));
+  }
+  remaining_.assign(plan.depCount.begin(), plan.depCount.end());
+  readyLocal_.assign(plan.ready.begin(), plan.ready.end());
+  size_t doneCount = 0;
+  auto complete = [&](uint32_t i) {
+    ++doneCount;
+    for (uint32_t k = plan.depStart[i]; k < plan.depStart[i + 1]; ++k) {
+      const uint32_t j = plan.dependents[k];
+      if (--remaining_[j] == 0 && !isSendLike(steps[j].kind) && !isRecvLike(steps[j].kind))
+        readyLocal_.push_back(j);
+    }
+  };
+
+  // ---- Consistency headers (and memory handles): posted before any data -----------------
+  size_t headersPending = 0;
+  if (collective) {
+    for (size_t k = 0; k < np; ++k) {
+      PeerRun& p = *peerRuns_[k];
+      const Plan::Peer& pp = plan.peers[k];
+      WireHeader& h = p.mine;
+      h.magic = kHeaderMagic;
+      h.version = kHeaderVersion;
+      h.coll = static_cast<uint8_t>(id.coll);
+      h.dtype = static_cast<uint8_t>(id.dtype);
+      h.op = wireOp(id.userOp);
+      h.root = id.root;
+      h.seq = id.seq;
+      h.count = id.count;
+      h.bytesToPeer = pp.bytesTo;
+      h.bytesFromPeer = pp.bytesFrom;
+      h.msgsToPeer = pp.msgsTo;
+      h.msgsFromPeer = pp.msgsFrom;
+      std::snprintf(h.algo, sizeof(h.algo), "%s", plan.schedule.algo.c_str());
+      CHORUS_ASSIGN_OR_RETURN(p.headerRecvOp,
+                              p.conn->postRecv(&p.theirs, sizeof(WireHeader), headerTag(id.seq)));
+      CHORUS_ASSIGN_OR_RETURN(p.headerSendOp,
+                              p.conn->postSend(&p.mine, sizeof(WireHeader), headerTag(id.seq)));
+      headersPending += 2;
+      if (plan.exchangeHandles) {
+        for (int b = 0; b < kExposed; ++b) {
+          p.myHandles[b] = MemHandle{};
+          if (buf_[b] && bytes_[b] > 0) {
+            CHORUS_ASSIGN_OR_RETURN(p.myHandles[b], p.conn->expose(buf_[b], bytes_[b]));
+          }
+        }
+        CHORUS_ASSIGN_OR_RETURN(p.handleRecvOp, p.conn->postRecv(p.theirHandles,
+                                                                 sizeof(p.theirHandles),
+                                                                 headerTag(id.seq)));
+        CHORUS_ASSIGN_OR_RETURN(p.handleSendOp, p.conn->postSend(p.myHandles,
+                                                                 sizeof(p.myHandles),
+                                                                 headerTag(id.seq)));
+        p.handlesSent = p.handlesRecvd = false;
+        headersPending += 2;
+      }
+    }
+  } else {
+    for (size_t k = 0; k < np; ++k) peerRuns_[k]->headerSent = peerRuns_[k]->headerRecvd = true;
+  }
+  auto checkHeader = [&](const PeerRun& p) -> Status {
+    const WireHeader& a = p.mine;
+    const WireHeader& b = p.theirs;
+    if (b.magic != kHeaderMagic || b.version != kHeaderVersion)
+      return invalidUsage(call() + ": rank " + std::to_string(p.peer) +
+                          " sent a malformed operation header (another chorus version, or "
+                          "ranks are running different operations)");
+    OpIdentity other;
+    other.coll = static_cast<sched::Coll>(b.coll);
+    other.seq = b.seq;
+    other.count = b.count;
+    other.dtype = static_cast<DataType>(b.dtype);
+    other.userOp = b.op == 0xff ? -1 : b.op;
+    other.root = b.root;
+    char algoB[sizeof(b.algo) + 1] = {};
+    std::memcpy(algoB, b.algo, sizeof(b.algo));
+    const bool same = a.coll == b.coll && a.seq == b.seq && a.count == b.count &&
+                      a.dtype == b.dtype && a.op == b.op && a.root == b.root &&
+                      std::strncmp(a.algo, b.algo, sizeof(a.algo)) == 0;
+    if (!same)
+      return invalidUsage("rank " + std::to_string(env.rank) + " called " + call() + " but rank " +
+                          std::to_string(p.peer) + " called " + describeCall(other, algoB));
+    if (a.bytesToPeer != b.bytesFromPeer || a.msgsToPeer != b.msgsFromPeer ||
+        a.bytesFromPeer != b.bytesToPeer || a.msgsFromPeer != b.msgsToPeer)
+      return invalidUsage(call() + ": rank " + std::to_string(env.rank) + " sends " +
+                          std::to_string(a.bytesToPeer) + " bytes in " +
+                          std::to_string(a.msgsToPeer) + " messages to rank " +
+                          std::to_string(p.peer) + ", which expects " +
+                          std::to_string(b.bytesFromPeer) + " bytes in " +
+                          std::to_string(b.msgsFromPeer) + "; it sends " +
+                          std::to_string(b.bytesToPeer) + " bytes in " +
+                          std::to_string(b.msgsToPeer) + " messages, rank " +
+                          std::to_string(env.rank) + " expects " +
+                          std::to_string(a.bytesFromPeer) + " in " +
+                          std::to_string(a.msgsFromPeer));
+    return Status();
+  };
+
+  // ---- The dataflow loop ----------------------------------------------------------------
+  posted_.clear();
+  freeSlots_.clear();
+  int nextSlot = 0;
+  const Tag tag = dataTag(id.seq);
+  auto lastProgress = std::chrono::steady_clock::now();
+  auto lastLiveness = lastProgress;
+  bool windowPending = false;
+
+  while (doneCount < n || headersPending > 0) {
+    bool progressed = false;
+    windowPending = false;
+    if (env.wait.abortFlag && env.wait.abortFlag->load(std::memory_order_relaxed))
+      return remoteError(call() + ": the communicator was aborted on rank " +
+                         std::to_string(env.rank) + " (chorusCommAbort)");
+
+    // Headers first: a mismatch must be reported before any data op can fail on sizes.
+    // A transport error seen here waits for the end of the round: if another peer's header
+    // shows the calls disagree, that is the root cause and the error to report.
+    if (headersPending > 0) {
+      Status transportError;
+      auto testOne = [&](PeerRun& p, Op& op, bool& flag, bool check) -> Status {
+        if (flag) return Status();
+        bool done = false;
+        Status st = p.conn->test(op, &done);
+        if (!st.ok()) {
+          if (transportError.ok()) transportError = st.withContext(call());
+          return Status();
+        }
+        if (!done) return Status();
+        flag = true;
+        --headersPending;
+        progressed = true;
+        return check ? checkHeader(p) : Status();
+      };
+      for (size_t k = 0; k < np; ++k) {
+        PeerRun& p = *peerRuns_[k];
+        CHORUS_RETURN_IF_ERROR(testOne(p, p.headerRecvOp, p.headerRecvd, true));
+        CHORUS_RETURN_IF_ERROR(testOne(p, p.headerSendOp, p.headerSent, false));
+        if (p.headerRecvd) CHORUS_RETURN_IF_ERROR(testOne(p, p.handleRecvOp, p.handlesRecvd, false));
+        CHORUS_RETURN_IF_ERROR(testOne(p, p.handleSendOp, p.handlesSent, false));
+      }
+      if (!transportError.ok()) return transportError;
+    }
+
+    // Post every send/recv that is at the head of its peer's queue and whose deps are done.
+    for (size_t pi = 0; pi < np; ++pi) {
+      PeerRun& p = *peerRuns_[pi];
+      const Plan::Peer& pp = plan.peers[pi];
+      while (p.nextRecv < pp.recvs.size() && p.inflightRecv < kMaxInflight &&
+             remaining_[pp.recvs[p.nextRecv]] == 0) {
+        const uint32_t i = pp.recvs[p.nextRecv++];
+        const sched::Step& s = steps[i];
+        int slot = -1;
+        std::byte* dst = ptr(s.dst);
+        if (s.kind == StepKind::kRecvReduce) {
+          if (freeSlots_.empty()) {
+            slot = nextSlot++;
+          } else {
+            slot = freeSlots_.back();
+            freeSlots_.pop_back();
+          }
+          dst = stagingFor(static_cast<size_t>(slot), s.dst.bytes);
+        }
+        const uint64_t bytes = s.kind == StepKind::kWait ? 0 : s.dst.bytes;
+        if (bytes == 0) dst = nullptr;
+        CHORUS_ASSIGN_OR_RETURN(Op o, p.conn->postRecv(dst, bytes, tag));
+        posted_.push_back({o, i, static_cast<int>(pi), slot});
+        ++p.inflightRecv;
+        progressed = true;
+      }
+      while (p.nextSend < pp.sends.size() && p.inflightSend < kMaxInflight &&
+             remaining_[pp.sends[p.nextSend]] == 0) {
+        const uint32_t i = pp.sends[p.nextSend++];
+        const sched::Step& s = steps[i];
+        const bool note = s.kind == StepKind::kNotify;
+        CHORUS_ASSIGN_OR_RETURN(Op o, p.conn->postSend(note ? nullptr : ptr(s.a),
+                                                       note ? 0 : s.a.bytes, tag));
+        posted_.push_back({o, i, static_cast<int>(pi), -1});
+        ++p.inflightSend;
+        progressed = true;
+      }
+    }
+
+    // Local, one-sided and window steps inline. A one-sided step waits for its peer's header
+    // and handles; an await waits for its signal; the others go first.
+    for (size_t k = 0; k < readyLocal_.size();) {
+      const uint32_t i = readyLocal_[k];
+      const sched::Step& s = steps[i];
+      if (sched::isOneSided(s.kind) && s.a.buf != sched::kWindow) {
+        const PeerRun& p = *peerRuns_[static_cast<size_t>(plan.peerSlot[i])];
+        if (!p.headerRecvd || !p.handlesRecvd) {
+          ++k;
+          continue;
+        }
+        const MemHandle& h = p.theirHandles[s.a.buf];
+        Status st;
+        if (s.kind == StepKind::kGet) {
+          st = p.conn->read(ptr(s.dst), h, s.a.offset, s.dst.bytes);
+        } else {
+          if (!bounce_) bounce_.reset(new std::byte[kBouncePiece]);
+          const size_t piece = kBouncePiece / elem * elem;
+          for (uint64_t off = 0; off < s.dst.bytes && st.ok(); off += piece) {
+            const size_t len = static_cast<size_t>(std::min<uint64_t>(piece, s.dst.bytes - off));
+            st = p.conn->read(bounce_.get(), h, s.a.offset + off, len);
+            if (st.ok())
+              kernels::reduce(ptr(s.dst) + off, ptr(s.b) + off, bounce_.get(), len / elem,
+                              dtype, op);
+          }
+        }
+        if (!st.ok()) return st.withContext(call() + " " + describeStep(s, i));
+      } else if (s.kind == StepKind::kAwait) {
+        if (!env.window->reached(s.peer, id.seq, s.target)) {
+          windowPending = true;
+          ++k;
+          continue;
+        }
+        CHORUS_RETURN_IF_ERROR(awaitWindow(s, i, plan, id, env));
+      } else if (s.kind == StepKind::kSignal) {
+        if (++signalled_ == 1)
+          env.window->enter(id.seq, windowHeader(plan, id));
+        else
+          env.window->signal(id.seq, signalled_);
+      } else if (s.kind == StepKind::kGet) {
+        kernels::copy(ptr(s.dst), peerWindow(s.peer, s.a, id, env), s.dst.bytes);
+      } else if (s.kind == StepKind::kGetReduce) {
+        kernels::reduce(ptr(s.dst), ptr(s.b), peerWindow(s.peer, s.a, id, env),
+                        s.dst.bytes / elem, dtype, op);
+      } else if (s.kind == StepKind::kCopy) {
+        if (ptr(s.a) != ptr(s.dst)) kernels::copy(ptr(s.dst), ptr(s.a), s.dst.bytes);
+      } else {
+        kernels::reduce(ptr(s.dst), ptr(s.a), ptr(s.b), s.dst.bytes / elem, dtype, op);
+      }
+      readyLocal_[k] = readyLocal_.back();
+      readyLocal_.pop_back();
+      complete(i);
+      progressed = true;
+    }
+
+    // Test posted ops; completed ones unlock their dependents.
+    for (size_t k = 0; k < posted_.size();) {
+      Posted& po = posted_[k];
+      PeerRun& p = *peerRuns_[static_cast<size_t>(po.peerIdx)];
+      bool done = false;
+      Status st = p.conn->test(po.op, &done);
+      if (!st.ok()) return st.withContext(call() + " " + describeStep(steps[po.step], po.step));
+      if (!done) {
+        ++k;
+        continue;
+      }
+      const sched::Step& s = steps[po.step];
+      if (isSendLike(s.kind)) {
+        --p.inflightSend;
+      } else {
+        --p.inflightRecv;
+        if (s.kind == StepKind::kRecvReduce) {
+          std::byte* staged = stagingFor(static_cast<size_t>(po.stagingSlot), s.dst.bytes);
+          kernels::reduce(ptr(s.dst), ptr(s.a), staged, s.dst.bytes / elem, dtype, op);
+          freeSlots_.push_back(po.stagingSlot);
+        }
+      }
+      const uint32_t stepIndex = po.step;
+      posted_[k] = posted_.back();
+      posted_.pop_back();
+      complete(stepIndex);
+      progressed = true;
+    }
+
+    if (progressed) {
+      lastProgress = std::chrono::steady_clock::now();
+      continue;
+    }
+
+    // Nothing posted, nothing ready, headers done, steps left: the schedule itself is broken
+    // (a dependency that can never be met). Say so now rather than at the timeout.
+    if (posted_.empty() && headersPending == 0 && readyLocal_.empty() && doneCount < n)
+      return internalError(call() + ": schedule cannot make progress (" +
+                           std::to_string(n - doneCount) + " steps blocked on dependencies)");
+
+    // ---- Nothing moved: spin, then yield, then block -------------------------------------
+    auto now = std::chrono::steady_clock::now();
+    if (now >= env.wait.deadline) {
+      std::string what = "nothing posted";
+      if (!posted_.empty()) what = describeStep(steps[posted_.front().step], posted_.front().step);
+      else if (headersPending > 0) what = "the operation headers of its peers";
+      return timeoutError(call() + ": timed out after " + std::to_string(env.wait.timeoutSeconds) +
+                          " s on rank " + std::to_string(env.rank) + " waiting for " + what +
+                          "; " + std::to_string(n - doneCount) + " of " + std::to_string(n) +
+                          " steps outstanding");
+    }
+    if (now - lastLiveness > std::chrono::milliseconds(100)) {
+      lastLiveness = now;
+      // A peer whose process is gone: its connection completes what it delivered before it
+      // went and fails the rest. Only peers we still need are asked.
+      for (size_t k = 0; k < np; ++k) {
+        PeerRun& p = *peerRuns_[k];
+        const Plan::Peer& pp = plan.peers[k];
+        const bool waiting = !p.headerRecvd || !p.headerSent || !p.handlesRecvd ||
+                             !p.handlesSent || p.nextSend < pp.sends.size() ||
+                             p.nextRecv < pp.recvs.size() || p.inflightSend > 0 ||
+                             p.inflightRecv > 0;
+        if (!waiting || p.goneMarked) continue;
+        Status alive = env.peers->alive(p.peer);
+        if (alive.ok()) continue;
+        p.goneMarked = true;
+        p.conn->peerGone(alive.withContext(call()));
+        lastProgress = now;  // test again at once
+      }
+      if (lastProgress == now) continue;
+    }
+    auto idleFor = std::chrono::duration_cast<std::chrono::microseconds>(now - lastProgress);
+    if (idleFor.count() < env.wait.spinUs) continue;
+    if (idleFor.count() < env.wait.spinUs + 200) {
+      sched_yield();
+      continue;
+    }
+    fds_.clear();
+    words_.clear();
+    bool sleepOk = true;
+    for (size_t k = 0; k < np; ++k) {
+      const PeerRun& p = *peerRuns_[k];
+      int fd = -1;
+      short events = 0;
+      p.conn->pollInfo(&fd, &events);
+      if (fd >= 0) {
+        if (events) fds_.push_back({fd, events, 0});
+      } else if (!p.conn->prepareWait(words_)) {
+        sleepOk = false;  // that connection can progress right now
+      }
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(env.wait.deadline - now).count();
+    int waitMs = static_cast<int>(std::clamp<long long>(left, 0, 100));
+    if (windowPending) waitMs = std::min(waitMs, 1);
+    if (!sleepOk) {
+      // Nothing to sleep on.
+    } else if (!words_.empty() && fds_.empty()) {
+      futex::waitAny(words_, waitMs);
+    } else if (!fds_.empty()) {
+      // Sockets and shared memory at once: poll the sockets in short slices so the shared
+      // memory words are looked at every millisecond.
+      if (!words_.empty()) waitMs = std::min(waitMs, 1);
+      if (::poll(fds_.data(), fds_.size(), waitMs) < 0 && errno != EINTR)
+        return errnoStatus("poll", call());
+    } else {
+      sched_yield();
+    }
+    for (size_t k = 0; k < np; ++k) peerRuns_[k]->conn->endWait();
+  }
+  return Status();
+}
+
+}  // namespace chorus::exec

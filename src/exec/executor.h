@@ -1,0 +1,175 @@
+// The executor: runs one rank's prepared plan (src/exec/plan.h) over the communicator's
+// connections and host window.
+//
+// Message plans run as a dataflow. The plan's dependencies say what may run when, so the
+// executor posts every step whose dependencies are done: sends and receives go to the
+// transports (in FIFO order per peer and direction, a bounded number in flight), local copies
+// and reductions run inline, and a recvReduce lands in a staging buffer and is reduced into its
+// destination as soon as it completes. Chunked schedules therefore pipeline by themselves: while
+// chunk c is being reduced, chunk c+1 is on the wire and chunk c-1 is being forwarded.
+// One-sided steps run inline like local steps, once their dependencies are done and the peer's
+// header and memory handles have arrived and been checked; a kGetReduce reads through a
+// cache-sized bounce buffer and reduces piece by piece. kNotify / kWait are zero-byte messages.
+//
+// Before any data, one consistency header travels each way to every message peer (collective,
+// sequence number, count, type, op, root, algorithm, and the bytes and messages each side will
+// send the other); plans that read their peers' buffers send their memory handles right after
+// it. A disagreement fails the operation with kInvalidUsage naming both ranks' calls — never a
+// hang or a wrong sum. Point-to-point plans (sequence 0) send no header: the transports match
+// sizes and tags message by message.
+//
+// The host window protocol. On a communicator with a host window every collective call s
+//   1. waits until every peer has entered call s-1 (usually already true: no wait, one load
+//      per peer). So a rank rewrites its line and region of parity s mod 2 only once every
+//      peer is past call s-2, the last call that read them — whatever algorithms ran since;
+//   2. enters call s: publishes its header in the window with its first signal. A window plan
+//      does it at its first kSignal step (after the steps before it, so a small message
+//      published there travels with the header); any other plan at its start, so a rank on a
+//      window plan and a rank on a message plan for the same call see each other's header and
+//      both fail instead of waiting for each other;
+//   3. a window plan's kAwait(q, k) waits until q has made k signals in call s; the first one
+//      on q checks q's header.
+// Window plans have no message steps: they run in program order, a loop over a few steps.
+//
+// Waiting spins for CHORUS_SPIN_US, then yields, then blocks in poll() on the connections' fds
+// (or futexes on shared-memory words), waking at least every 100 ms to check the deadline and
+// the liveness of same-host peers. A peer whose process is gone is not a failure by itself:
+// its connection is told (Connection::peerGone) and fails only what the peer's delivered
+// messages cannot complete — a peer that did its part of the call and exited has failed no one.
+#pragma once
+
+#include <poll.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "algorithms/common/schedule.h"
+#include "algorithms/kernels/dtype.h"
+#include "algorithms/kernels/reduce_ops.h"
+#include "src/base/status.h"
+#include "src/exec/plan.h"
+#include "transports/transport.h"
+
+namespace chorus::exec {
+
+/// The header each rank sends each message peer before a plan's data (fixed layout, 112 bytes).
+struct WireHeader {
+  uint32_t magic = 0;
+  uint16_t version = 0;
+  uint8_t coll = 0;
+  uint8_t dtype = 0;
+  uint8_t op = 0;  // the user's op (chorusRedOp_t value, 0xff when none)
+  uint8_t pad[3] = {};
+  int32_t root = -1;
+  uint64_t seq = 0;
+  uint64_t count = 0;
+  uint64_t bytesToPeer = 0;
+  uint64_t bytesFromPeer = 0;
+  uint32_t msgsToPeer = 0;
+  uint32_t msgsFromPeer = 0;
+  char algo[32] = {};
+  uint64_t reserved[3] = {};
+};
+static_assert(sizeof(WireHeader) == 112);
+
+/// What the caller says about the operation, for the headers and for messages.
+struct OpIdentity {
+  sched::Coll coll = sched::Coll::kAllReduce;
+  uint64_t seq = 0;  ///< communicator-wide collective number; 0 for point-to-point
+  uint64_t count = 0;
+  DataType dtype = DataType::kFloat32;
+  int userOp = -1;   ///< chorusRedOp_t, -1 when the collective has no reduction
+  int root = -1;
+};
+
+/// "allreduce(count=100, float32, sum) #7 [ring]"
+std::string describeCall(const OpIdentity& id, const char* algo);
+
+/// What the executor needs of the communicator's peers.
+class PeerAccess {
+ public:
+  virtual ~PeerAccess() = default;
+  /// The connection to `peer` (connected before run()), or nullptr.
+  virtual Connection* connection(int peer) = 0;
+  /// Non-ok when `peer`'s process is known to be gone (same-host pid). Cheap; called at most
+  /// every 100 ms per wait.
+  virtual Status alive(int peer) = 0;
+};
+
+struct ExecEnv {
+  int rank = 0;
+  int nranks = 1;
+  PeerAccess* peers = nullptr;
+  HostWindow* window = nullptr;  ///< the communicator's host window, if it has one
+  WaitPolicy wait;               ///< deadline, spin, abort flag (checkPeer: unused here)
+};
+
+/// The buffers of one run, by BufId: input, output, scratch (null: the executor's own), the
+/// window (bound by the executor), then the user buffers of a grouped point-to-point plan; and
+/// the size of each (what a peer may read of input, output and scratch).
+struct Bindings {
+  std::vector<std::byte*> buf;
+  std::vector<uint64_t> bytes;
+};
+
+class Executor {
+ public:
+  Executor();
+  ~Executor();
+  /// Runs `plan` to completion, or fails and leaves the connections in an unknown state (the
+  /// communicator then cancels them).
+  Status run(const Plan& plan, Bindings& bind, DataType dtype, ReduceOp op, const OpIdentity& id,
+             const ExecEnv& env);
+
+ private:
+  struct PeerRun;
+  struct Posted {
+    Op op;
+    uint32_t step;
+    int peerIdx;
+    int stagingSlot;  // -1 unless recvReduce
+  };
+  Status enterWindow(const Plan& plan, const OpIdentity& id, const ExecEnv& env);
+  Status runSequential(const Plan& plan, const OpIdentity& id, DataType dtype, ReduceOp op,
+                       const ExecEnv& env);
+  Status runDataflow(const Plan& plan, const OpIdentity& id, DataType dtype, ReduceOp op,
+                     const ExecEnv& env);
+  Status awaitWindow(const sched::Step& s, size_t index, const Plan& plan, const OpIdentity& id,
+                     const ExecEnv& env);
+  Status checkWindowHeader(int peer, const Plan& plan, const OpIdentity& id,
+                           const ExecEnv& env) const;
+  WindowHeader windowHeader(const Plan& plan, const OpIdentity& id) const;
+  std::byte* ptr(const sched::Range& r) const { return buf_[r.buf] + r.offset; }
+  std::byte* peerWindow(int peer, const sched::Range& r, const OpIdentity& id,
+                        const ExecEnv& env) const {
+    return env.window->region(peer, static_cast<int>(id.seq & 1)) + r.offset;
+  }
+  std::byte* stagingFor(size_t slot, uint64_t bytes);
+  std::byte* scratch(uint64_t bytes);
+
+  // Per run, reused from run to run (no allocation once warm).
+  std::vector<std::byte*> buf_;
+  std::vector<uint32_t> remaining_;
+  std::vector<uint32_t> readyLocal_;
+  std::vector<uint8_t> headerChecked_;  // window plans: per rank
+  std::vector<uint64_t> bytes_;
+  std::vector<std::unique_ptr<PeerRun>> peerRuns_;
+  std::vector<Posted> posted_;
+  std::vector<int> freeSlots_;
+  std::vector<pollfd> fds_;
+  std::vector<WaitWord> words_;
+  uint32_t signalled_ = 0;
+
+  std::vector<std::unique_ptr<std::byte[]>> staging_;
+  std::vector<uint64_t> stagingSize_;
+  std::unique_ptr<std::byte[]> scratch_;
+  uint64_t scratchSize_ = 0;
+  std::unique_ptr<std::byte[]> bounce_;  // one-sided reads that are reduced land here first
+};
+
+}  // namespace chorus::exec
