@@ -268,7 +268,8 @@ void Harness::runTable(chorusDataType_t type, Op op) {
       // by a previous check skews the arithmetic.
       std::memset(send_.get(), 0, g.sendCount * es);
       std::memset(recv_.get(), 0, std::max(g.sendCount, g.recvCount) * es);
-      double sec = timeCalls(a);
+      // One-way time for pingpong (a call is a round trip), the call's time otherwise.
+      double sec = timeCalls(a) / legsPerCall(opts_.coll);
       Bandwidth bw = bandwidth(opts_.coll, bytes, sec, nranks_);
       std::optional<int64_t> wrong = checkedRun(a, g, op, inPlace);
       row += rowHalf(sec * 1e6, bw.algBw, bw.busBw, wrong);
@@ -290,6 +291,7 @@ int Harness::run() {
   ok(chorusCommUserRank(comm_, &rank_), "chorusCommUserRank");
   ok(chorusCommCount(comm_, &nranks_), "chorusCommCount");
   // Every rank sees the same flags and job size, so every rank stops at the same check.
+  if (std::string why = rankCountError(opts_.coll, nranks_); !why.empty()) return refuse(why);
   if (collRooted(opts_.coll) && (opts_.root < 0 || opts_.root >= nranks_)) {
     return refuse("root " + std::to_string(opts_.root) + " is not a rank of this job (0.." +
                   std::to_string(nranks_ - 1) + ")");
@@ -354,6 +356,7 @@ const CollImpl& collImpl(Coll c) {
     case Coll::kReduce: return kReduceImpl;
     case Coll::kAllToAll: return kAllToAllImpl;
     case Coll::kSendRecv: return kSendRecvImpl;
+    case Coll::kPingPong: return kPingPongImpl;
   }
   std::abort();
 }

@@ -44,13 +44,13 @@ TEST(PerfFlags, DefaultsAreNcclTests) {
   EXPECT_EQ(o.commandLine, "chorus-perf");
 }
 
-TEST(PerfFlags, EveryCommonFlag) {
-  FlagsResult r = parse({"--coll", "sendrecv", "-b", "8", "-e", "4M", "-f", "4", "-n", "2000",
+TEST(PerfFlags, PingPongWithEveryCommonFlag) {
+  FlagsResult r = parse({"--coll", "pingpong", "-b", "8", "-e", "4M", "-f", "4", "-n", "2000",
                          "-w", "200", "-c", "1", "-z", "1", "--csv", "out.csv", "--json",
                          "out.json"});
   ASSERT_TRUE(r.options.has_value()) << r.err;
   const PerfOptions& o = *r.options;
-  EXPECT_EQ(o.coll, Coll::kSendRecv);
+  EXPECT_EQ(o.coll, Coll::kPingPong);
   EXPECT_EQ(o.minBytes, 8u);
   EXPECT_EQ(o.maxBytes, 4u << 20);
   EXPECT_EQ(o.stepFactor, 4u);
@@ -61,16 +61,16 @@ TEST(PerfFlags, EveryCommonFlag) {
   EXPECT_EQ(o.csvPath, "out.csv");
   EXPECT_EQ(o.jsonPath, "out.json");
   EXPECT_EQ(o.commandLine,
-            "chorus-perf --coll sendrecv -b 8 -e 4M -f 4 -n 2000 -w 200 -c 1 -z 1 --csv out.csv "
+            "chorus-perf --coll pingpong -b 8 -e 4M -f 4 -n 2000 -w 200 -c 1 -z 1 --csv out.csv "
             "--json out.json");
 }
 
 TEST(PerfFlags, BlockingAndCheckTakeZeroOrOne) {
-  FlagsResult nb = parse({"--coll", "sendrecv", "-z", "0", "-c", "0"});
+  FlagsResult nb = parse({"--coll", "pingpong", "-z", "0", "-c", "0"});
   ASSERT_TRUE(nb.options.has_value()) << nb.err;
   EXPECT_FALSE(nb.options->blocking);
   EXPECT_FALSE(nb.options->check);
-  expectUsageError({"--coll", "sendrecv", "-z", "2"}, "--blocking");
+  expectUsageError({"--coll", "pingpong", "-z", "2"}, "--blocking");
   expectUsageError({"-c", "2"}, "--check");
   expectUsageError({"-z", "yes"}, "--blocking");
 }
@@ -82,14 +82,15 @@ TEST(PerfFlags, EveryCollectiveByName) {
     EXPECT_EQ(r.options->coll, c);
   }
   // nccl-tests' binary names are not collective names here; the message lists the real ones.
-  expectUsageError({"--coll", "send_recv"}, "sendrecv");
+  expectUsageError({"--coll", "ping_pong"}, "pingpong");
   expectUsageError({"--coll", "all_reduce"}, "allreduce");
 }
 
-TEST(PerfFlags, HelpListsCollectivesAndExitsZero) {
+TEST(PerfFlags, HelpListsPingPongAndExitsZero) {
   FlagsResult r = parse({"--help"});
   EXPECT_FALSE(r.options.has_value());
   EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("pingpong"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("sendrecv"), std::string::npos) << r.out;
   EXPECT_EQ(r.err, "");
   FlagsResult v = parse({"--version"});
