@@ -68,15 +68,10 @@ mpi_mca=${MPI_MCA:---mca btl vader,self}
 run_timeout=${RUN_TIMEOUT:-1800}
 out=${OUT:-$here/results/$(date +%Y%m%d-%H%M%S)}
 
-fail() {
-  echo "compare: FAILED: $*" >&2
-  exit 1
-}
-has() {  # has WORD LIST...: whether WORD is one of the (space-separated) words
-  local w=$1
-  shift
-  [[ " $* " == *" $w "* ]]
-}
+tool=compare
+# fail, has, run, record
+# shellcheck source-path=SCRIPTDIR source=common.sh
+. "$here/common.sh"
 
 build=$(cd "$build" && pwd) || fail "no build directory $build"
 chorus_run=$build/tools/chorus-run/chorus-run
@@ -127,34 +122,6 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   ! has gloo "$systems" ||
     printf 'gloo\tGloo (Debian libgloo) gloo::allreduce ring, TCP on 127.0.0.1\n'
 } >"$out/labels.txt"
-
-# run LOG CMD...: runs CMD bounded by RUN_TIMEOUT with its output in LOG; any failure ends the
-# whole comparison, since a table with a silently missing or wrong run would mislead.
-run() {
-  local log=$1 rc=0
-  shift
-  timeout --kill-after=10 "$run_timeout" "$@" >"$log" 2>&1 || rc=$?
-  if [ "$rc" -ne 0 ]; then
-    tail -n 20 "$log" >&2
-    [ "$rc" -ne 124 ] || fail "timed out after ${run_timeout}s: $* (log: $log)"
-    fail "exit status $rc: $* (log: $log)"
-  fi
-}
-
-# record SYSTEM COLL N REP LOG: appends LOG's table rows to raw.csv. The three tools print the
-# same columns: size count type redop root time algbw busbw #wrong (chorus-perf then adds the
-# in-place half, not used here).
-record() {
-  local system=$1 coll=$2 n=$3 rep=$4 log=$5
-  awk '/^ +[0-9]/ {print $1, $6, $8, $9}' "$log" >"$tmp/rows"
-  [ -s "$tmp/rows" ] || fail "no result rows in $log"
-  if awk '$4 != "0" {bad = 1} END {exit !bad}' "$tmp/rows"; then
-    fail "wrong results (#wrong column, or unchecked N/A) in $log:" \
-      "$(awk '$4 != "0" {printf " %s B: %s;", $1, $4}' "$tmp/rows")"
-  fi
-  awk -v s="$system" -v c="$coll" -v n="$n" -v r="$rep" \
-    '{printf "%s,%s,%s,%s,%s,%s,%s,%s\n", s, c, n, r, $1, $2, $3, $4}' "$tmp/rows" >>"$out/raw.csv"
-}
 
 if [ "${MEMBW:-1}" != 0 ]; then
   echo "compare: membw" >&2

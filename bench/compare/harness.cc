@@ -66,7 +66,7 @@ std::optional<int> parseInt(std::string_view text) {
 }
 
 std::optional<Coll> parseColl(std::string_view name) {
-  for (Coll c : {Coll::kAllReduce, Coll::kAllGather, Coll::kReduceScatter}) {
+  for (Coll c : {Coll::kAllReduce, Coll::kAllGather, Coll::kReduceScatter, Coll::kPingPong}) {
     if (name == collName(c)) return c;
   }
   return std::nullopt;
@@ -74,9 +74,10 @@ std::optional<Coll> parseColl(std::string_view name) {
 
 void printUsage(const char* tool) {
   std::printf(
-      "usage: %s [--coll allreduce|allgather|reducescatter] [-b MIN] [-e MAX] [-f FACTOR]\n"
-      "       [-n ITERS] [-w WARMUP] [-c 0|1] [-a ALGO]\n"
-      "Same flags, sizes, timing, check and table as chorus-perf (float sum, out-of-place).\n",
+      "usage: %s [--coll allreduce|allgather|reducescatter|pingpong] [-b MIN] [-e MAX]\n"
+      "       [-f FACTOR] [-n ITERS] [-w WARMUP] [-c 0|1] [-a ALGO]\n"
+      "Same flags, sizes, timing, check and table as chorus-perf (float sum, out-of-place).\n"
+      "pingpong: 2 ranks, blocking send/receive, one-way time (half the round trip).\n",
       tool);
 }
 
@@ -100,6 +101,7 @@ Geometry geometry(Coll c, uint64_t bytes, int nranks) {
   Geometry g;
   switch (c) {
     case Coll::kAllReduce:
+    case Coll::kPingPong:
       g.count = g.sendCount = g.recvCount = static_cast<size_t>(elems);
       break;
     case Coll::kAllGather:
@@ -116,8 +118,17 @@ Geometry geometry(Coll c, uint64_t bytes, int nranks) {
 
 double busBwFactor(Coll c, int nranks) {
   double n = nranks;
-  return c == Coll::kAllReduce ? 2.0 * (n - 1) / n : (n - 1) / n;
+  switch (c) {
+    case Coll::kAllReduce: return 2.0 * (n - 1) / n;
+    case Coll::kAllGather:
+    case Coll::kReduceScatter: return (n - 1) / n;
+    case Coll::kPingPong: return 1.0;
+  }
+  return 1.0;
 }
+
+// A pingpong call is a round trip, and the table reports one way (chorus-perf's legsPerCall).
+int legsPerCall(Coll c) { return c == Coll::kPingPong ? 2 : 1; }
 
 uint64_t mix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
@@ -223,11 +234,25 @@ int64_t Runner::checkedRun(const Geometry& g) {
       for (size_t i = 0; i < g.recvCount; ++i) wrong += out[i] != v.sum(offset + i);
       break;
     }
+    case Coll::kPingPong:
+      for (size_t i = 0; i < g.recvCount; ++i) wrong += out[i] != v.input(1 - b_.rank, i);
+      break;
   }
   return b_.sumInt64(wrong);
 }
 
 int Runner::run() {
+  if (opts_.coll == Coll::kPingPong && b_.nranks != 2) {
+    // Every rank sees the same job size, so every rank stops here.
+    if (b_.rank == 0) {
+      std::fprintf(stderr, "pingpong needs exactly 2 ranks, not %d (it measures the link between "
+                   "ranks 0 and 1)\n", b_.nranks);
+      std::fflush(stderr);
+    }
+    // No rank exits before rank 0 has said why: the launcher tears the job down at the first.
+    b_.barrier();
+    return 2;
+  }
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   print("# %s: %s\n", collName(opts_.coll), b_.description.c_str());
@@ -253,7 +278,8 @@ int Runner::run() {
     for (int i = 0; i < opts_.warmupIters; ++i) b_.run(send_.get(), recv_.get(), g.count);
   }
 
-  const char* redop = opts_.coll == Coll::kAllGather ? "none" : "sum";
+  bool reduces = opts_.coll == Coll::kAllReduce || opts_.coll == Coll::kReduceScatter;
+  const char* redop = reduces ? "sum" : "none";
   int failed = 0;
   int rows = 0;
   double busSum = 0;
@@ -262,7 +288,7 @@ int Runner::run() {
     size_t bytes = g.bytes();
     std::memset(send_.get(), 0, g.sendCount * sizeof(float));
     std::memset(recv_.get(), 0, g.recvCount * sizeof(float));
-    double sec = timeCalls(g);
+    double sec = timeCalls(g) / legsPerCall(opts_.coll);
     double algBw = sec > 0 ? static_cast<double>(bytes) / 1e9 / sec : 0;
     double busBw = algBw * busBwFactor(opts_.coll, b_.nranks);
     std::string tail = "    N/A";
@@ -292,6 +318,7 @@ const char* collName(Coll c) {
     case Coll::kAllReduce: return "allreduce";
     case Coll::kAllGather: return "allgather";
     case Coll::kReduceScatter: return "reducescatter";
+    case Coll::kPingPong: return "pingpong";
   }
   return "?";
 }

@@ -15,7 +15,11 @@
 //     locally, wrong elements summed over ranks; inputs are integers small enough that every
 //     summation order is exact in float;
 //   - the table columns (out-of-place only: the references have no in-place form here), the
-//     "# Out of bounds values" footer and exit status 1 when a check failed.
+//     "# Out of bounds values" footer and exit status 1 when a check failed;
+//   - pingpong (chorus-perf --coll pingpong): exactly 2 ranks, rank 0 sends then receives, rank
+//     1 receives then sends, each leg completed before the next; the time column is one way,
+//     half the round trip, algbw = busbw = size / that time; the check compares each rank's
+//     received buffer with the other rank's input.
 // Only float sum is measured: it is what the comparison needs.
 #pragma once
 
@@ -27,7 +31,7 @@
 
 namespace chorus::compare {
 
-enum class Coll { kAllReduce, kAllGather, kReduceScatter };
+enum class Coll { kAllReduce, kAllGather, kReduceScatter, kPingPong };
 
 const char* collName(Coll c);
 
@@ -54,7 +58,8 @@ struct Backend {
   int nranks = 1;
   std::function<void()> barrier;
   // One call of the collective chosen in Options; `count` is the call's count argument (per
-  // rank for allgather and reducescatter, as in chorus.h).
+  // rank for allgather and reducescatter, as in chorus.h). For pingpong, one round trip between
+  // ranks 0 and 1: `send` goes to the other rank, `recv` receives from it.
   std::function<void(const float* send, float* recv, size_t count)> run;
   std::function<double(double)> sumDouble;
   std::function<int64_t(int64_t)> sumInt64;

@@ -1,8 +1,10 @@
 // Reference numbers from MPI on the same machine: MPI_Allreduce / MPI_Allgather /
-// MPI_Reduce_scatter_block on float sum, with chorus-perf's flags, sizes, timing, check and
-// table (harness.h). Which transport MPI uses is mpirun's business, e.g.
+// MPI_Reduce_scatter_block on float sum, and a ping-pong of MPI_Send / MPI_Recv between two
+// ranks, with chorus-perf's flags, sizes, timing, check and table (harness.h). Which transport
+// MPI uses is mpirun's business, e.g.
 //
 //   mpirun -np 4 --mca btl vader,self mpi_perf --coll allreduce -b 8 -e 64M -f 4 -n 20 -w 3
+//   mpirun -np 2 --mca btl tcp,self mpi_perf --coll pingpong -b 8 -e 4M -f 8 -n 1000 -w 100
 #include <mpi.h>
 
 #include <cstdio>
@@ -56,6 +58,7 @@ int main(int argc, char** argv) {
   b.description = libraryVersion();
   b.barrier = [] { ok(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); };
   // MPI counts are int: the sizes compared here (<= 256 MiB of floats) fit.
+  const int rank = b.rank;
   switch (opts->coll) {
     case Coll::kAllReduce:
       b.run = [](const float* in, float* out, size_t count) {
@@ -74,6 +77,22 @@ int main(int argc, char** argv) {
         ok(MPI_Reduce_scatter_block(in, out, static_cast<int>(count), MPI_FLOAT, MPI_SUM,
                                     MPI_COMM_WORLD),
            "MPI_Reduce_scatter_block");
+      };
+      break;
+    case Coll::kPingPong:
+      // Blocking calls, as chorus-perf -z 1 and the usual MPI latency benchmarks: rank 1 sends
+      // its reply only after the message has arrived, so a call is one full round trip. The
+      // harness refuses other job sizes before the first call.
+      b.run = [rank](const float* in, float* out, size_t count) {
+        int c = static_cast<int>(count);
+        int peer = 1 - rank;
+        if (rank == 0) {
+          ok(MPI_Send(in, c, MPI_FLOAT, peer, 0, MPI_COMM_WORLD), "MPI_Send");
+          ok(MPI_Recv(out, c, MPI_FLOAT, peer, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "MPI_Recv");
+        } else {
+          ok(MPI_Recv(out, c, MPI_FLOAT, peer, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "MPI_Recv");
+          ok(MPI_Send(in, c, MPI_FLOAT, peer, 0, MPI_COMM_WORLD), "MPI_Send");
+        }
       };
       break;
   }

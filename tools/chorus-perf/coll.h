@@ -57,6 +57,7 @@ extern const CollImpl kBroadcastImpl;
 extern const CollImpl kReduceImpl;
 extern const CollImpl kAllToAllImpl;
 extern const CollImpl kSendRecvImpl;
+extern const CollImpl kPingPongImpl;
 
 const CollImpl& collImpl(Coll c);
 

@@ -74,6 +74,7 @@ class Harness {
 
  private:
   void ok(chorusResult_t r, const char* what);
+  int refuse(const std::string& why);
   void print(const std::string& s);
   void printHeader();
   void runTable(chorusDataType_t type, Op op);
@@ -103,6 +104,20 @@ void Harness::ok(chorusResult_t r, const char* what) {
   // for the timeout.
   if (comm_ != nullptr) chorusCommAbort(comm_);
   std::exit(EXIT_FAILURE);
+}
+
+// A job that cannot run the options: rank 0 says why, and every rank returns 2. The barrier
+// keeps the others from exiting first: a launcher that sees one rank exit tears the job down,
+// and could kill rank 0 before it has printed the reason.
+int Harness::refuse(const std::string& why) {
+  if (rank_ == 0) {
+    std::fprintf(stderr, "chorus-perf: %s\n", why.c_str());
+    std::fflush(stderr);
+  }
+  ok(chorusBarrier(comm_, nullptr), "chorusBarrier (refusal)");
+  chorusCommDestroy(comm_);
+  comm_ = nullptr;
+  return 2;
 }
 
 void Harness::print(const std::string& s) {
@@ -253,7 +268,8 @@ void Harness::runTable(chorusDataType_t type, Op op) {
       // by a previous check skews the arithmetic.
       std::memset(send_.get(), 0, g.sendCount * es);
       std::memset(recv_.get(), 0, std::max(g.sendCount, g.recvCount) * es);
-      double sec = timeCalls(a);
+      // One-way time for pingpong (a call is a round trip), the call's time otherwise.
+      double sec = timeCalls(a) / legsPerCall(opts_.coll);
       Bandwidth bw = bandwidth(opts_.coll, bytes, sec, nranks_);
       std::optional<int64_t> wrong = checkedRun(a, g, op, inPlace);
       row += rowHalf(sec * 1e6, bw.algBw, bw.busBw, wrong);
@@ -274,14 +290,11 @@ int Harness::run() {
   }
   ok(chorusCommUserRank(comm_, &rank_), "chorusCommUserRank");
   ok(chorusCommCount(comm_, &nranks_), "chorusCommCount");
+  // Every rank sees the same flags and job size, so every rank stops at the same check.
+  if (std::string why = rankCountError(opts_.coll, nranks_); !why.empty()) return refuse(why);
   if (collRooted(opts_.coll) && (opts_.root < 0 || opts_.root >= nranks_)) {
-    // Every rank sees the same flags, so every rank stops here.
-    if (rank_ == 0) {
-      std::fprintf(stderr, "chorus-perf: root %d is not a rank of this job (0..%d)\n", opts_.root,
-                   nranks_ - 1);
-    }
-    chorusCommDestroy(comm_);
-    return 2;
+    return refuse("root " + std::to_string(opts_.root) + " is not a rank of this job (0.." +
+                  std::to_string(nranks_ - 1) + ")");
   }
 
   printHeader();
@@ -343,6 +356,7 @@ const CollImpl& collImpl(Coll c) {
     case Coll::kReduce: return kReduceImpl;
     case Coll::kAllToAll: return kAllToAllImpl;
     case Coll::kSendRecv: return kSendRecvImpl;
+    case Coll::kPingPong: return kPingPongImpl;
   }
   std::abort();
 }

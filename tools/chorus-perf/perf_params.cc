@@ -13,15 +13,18 @@ struct CollEntry {
   bool reduces;
   bool rooted;
   bool inPlace;
+  int legs;
+  int exactRanks;  // 0: any number of ranks
 };
 constexpr CollEntry kColls[] = {
-    {Coll::kAllReduce, "allreduce", true, false, true},
-    {Coll::kAllGather, "allgather", false, false, true},
-    {Coll::kReduceScatter, "reducescatter", true, false, true},
-    {Coll::kBroadcast, "broadcast", false, true, true},
-    {Coll::kReduce, "reduce", true, true, true},
-    {Coll::kAllToAll, "alltoall", false, false, false},
-    {Coll::kSendRecv, "sendrecv", false, false, false},
+    {Coll::kAllReduce, "allreduce", true, false, true, 1, 0},
+    {Coll::kAllGather, "allgather", false, false, true, 1, 0},
+    {Coll::kReduceScatter, "reducescatter", true, false, true, 1, 0},
+    {Coll::kBroadcast, "broadcast", false, true, true, 1, 0},
+    {Coll::kReduce, "reduce", true, true, true, 1, 0},
+    {Coll::kAllToAll, "alltoall", false, false, false, 1, 0},
+    {Coll::kSendRecv, "sendrecv", false, false, false, 1, 0},
+    {Coll::kPingPong, "pingpong", false, false, false, 2, 2},
 };
 
 const CollEntry& entry(Coll c) {
@@ -76,6 +79,15 @@ std::optional<Coll> parseColl(std::string_view name) {
 bool collReduces(Coll c) { return entry(c).reduces; }
 bool collRooted(Coll c) { return entry(c).rooted; }
 bool collHasInPlace(Coll c) { return entry(c).inPlace; }
+int legsPerCall(Coll c) { return entry(c).legs; }
+
+std::string rankCountError(Coll c, int nranks) {
+  const CollEntry& e = entry(c);
+  if (e.exactRanks == 0 || e.exactRanks == nranks) return {};
+  return std::string(e.name) + " needs exactly " + std::to_string(e.exactRanks) + " ranks, not " +
+         std::to_string(nranks) + " (it measures the link between ranks 0 and 1: start 2 ranks, " +
+         "e.g. chorus-run -n 2, or mpirun -np 2 -H a,b for two hosts)";
+}
 
 const char* opName(Op op) {
   for (const OpEntry& e : kOps) {
@@ -182,6 +194,7 @@ CollGeometry collGeometry(Coll c, uint64_t bytes, size_t typeBytes, int nranks) 
     case Coll::kBroadcast:
     case Coll::kReduce:
     case Coll::kSendRecv:
+    case Coll::kPingPong:
       g.count = g.sendCount = g.recvCount = static_cast<size_t>(elems);
       break;
     case Coll::kAllGather:
@@ -211,7 +224,8 @@ double busBwFactor(Coll c, int nranks) {
     case Coll::kAllToAll: return (n - 1) / n;
     case Coll::kBroadcast:
     case Coll::kReduce:
-    case Coll::kSendRecv: return 1.0;
+    case Coll::kSendRecv:
+    case Coll::kPingPong: return 1.0;
   }
   return 1.0;
 }

@@ -4,13 +4,16 @@
 //
 // The conventions are nccl-tests', so tables from the two tools can be compared row by row:
 //   size  = bytes in the largest buffer of one rank: count*typesize for allreduce, broadcast,
-//           reduce and sendrecv; nranks*count*typesize for allgather (received),
+//           reduce, sendrecv and pingpong; nranks*count*typesize for allgather (received),
 //           reducescatter (sent) and alltoall (sent);
 //   count = the count argument of the call (per rank for allgather/reducescatter, per peer for
 //           alltoall), rounded down so that each rank's block stays 16-byte aligned;
 //   algbw = size / time;  busbw = algbw * busBwFactor, the fraction of the data each rank must
 //           move over its links in an optimal algorithm, so busbw is comparable across
 //           collectives and rank counts.
+// pingpong is chorus-perf's own (nccl-tests has none): ranks 0 and 1 bounce one message, and
+// its time is one way, half the measured round trip (see legsPerCall), as MPI latency
+// benchmarks report it.
 #pragma once
 
 #include <cstddef>
@@ -24,10 +27,19 @@
 
 namespace chorus::perf {
 
-enum class Coll { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kReduce, kAllToAll, kSendRecv };
+enum class Coll {
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kBroadcast,
+  kReduce,
+  kAllToAll,
+  kSendRecv,
+  kPingPong,
+};
 inline constexpr Coll kAllColls[] = {Coll::kAllReduce, Coll::kAllGather, Coll::kReduceScatter,
                                      Coll::kBroadcast, Coll::kReduce,    Coll::kAllToAll,
-                                     Coll::kSendRecv};
+                                     Coll::kSendRecv,  Coll::kPingPong};
 
 const char* collName(Coll c);
 std::optional<Coll> parseColl(std::string_view name);
@@ -36,6 +48,13 @@ bool collRooted(Coll c);    // takes a root
 // Whether chorus.h defines an in-place form. For the others nccl-tests still runs the in-place
 // column with sendbuff == recvbuff but reports #wrong as N/A; chorus-perf does the same.
 bool collHasInPlace(Coll c);
+// Messages one call sends one after the other, each waiting for the previous one: 2 for
+// pingpong (there and back), 1 otherwise. The time column is the call's time divided by this,
+// so pingpong reports the one-way latency and algbw = size / one-way time.
+int legsPerCall(Coll c);
+// Why `nranks` cannot run `c`, or "" when it can. pingpong needs exactly 2 ranks: it measures
+// one link, and idle ranks would only add noise (and time) to the barriers around it.
+std::string rankCountError(Coll c, int nranks);
 
 // Reduction operator as chorus-perf names it. kNone is the "operator" of the collectives that
 // only move data; kPreMulSum is created per communicator with chorusRedOpCreatePreMulSum.

@@ -48,7 +48,7 @@ TEST(PerfParams, BusBandwidthFactors) {
     EXPECT_DOUBLE_EQ(busBwFactor(c, 4), 0.75);
     EXPECT_DOUBLE_EQ(busBwFactor(c, 3), 2.0 / 3.0);
   }
-  for (Coll c : {Coll::kBroadcast, Coll::kReduce, Coll::kSendRecv}) {
+  for (Coll c : {Coll::kBroadcast, Coll::kReduce, Coll::kSendRecv, Coll::kPingPong}) {
     EXPECT_DOUBLE_EQ(busBwFactor(c, 1), 1.0);
     EXPECT_DOUBLE_EQ(busBwFactor(c, 7), 1.0);
   }
@@ -62,7 +62,8 @@ TEST(PerfParams, BandwidthIsBytesPerNanosecond) {
 }
 
 TEST(PerfParams, GeometryOfElementwiseCollectives) {
-  for (Coll c : {Coll::kAllReduce, Coll::kBroadcast, Coll::kReduce, Coll::kSendRecv}) {
+  for (Coll c : {Coll::kAllReduce, Coll::kBroadcast, Coll::kReduce, Coll::kSendRecv,
+                 Coll::kPingPong}) {
     CollGeometry g = collGeometry(c, 1 << 20, 4, 3);
     EXPECT_EQ(g.count, 262144u);
     EXPECT_EQ(g.sendCount, 262144u);
@@ -147,6 +148,39 @@ TEST(PerfParams, CollectiveTraits) {
   EXPECT_FALSE(collHasInPlace(Coll::kAllToAll));
   EXPECT_FALSE(collHasInPlace(Coll::kSendRecv));
   EXPECT_TRUE(collHasInPlace(Coll::kAllGather));
+  EXPECT_FALSE(collReduces(Coll::kPingPong));
+  EXPECT_FALSE(collRooted(Coll::kPingPong));
+  EXPECT_FALSE(collHasInPlace(Coll::kPingPong));
+}
+
+TEST(PerfParams, PingPongReportsOneWay) {
+  EXPECT_EQ(legsPerCall(Coll::kPingPong), 2);
+  for (Coll c : kAllColls) {
+    if (c != Coll::kPingPong) {
+      EXPECT_EQ(legsPerCall(c), 1) << collName(c);
+    }
+  }
+  // 8 B in a 10 us round trip: 5 us one way, 1.6 MB/s.
+  double oneWay = 10e-6 / legsPerCall(Coll::kPingPong);
+  Bandwidth bw = bandwidth(Coll::kPingPong, 8, oneWay, 2);
+  EXPECT_DOUBLE_EQ(bw.algBw, 8 / 5e-6 / 1e9);
+  EXPECT_DOUBLE_EQ(bw.busBw, bw.algBw);
+}
+
+TEST(PerfParams, PingPongNeedsTwoRanks) {
+  EXPECT_EQ(rankCountError(Coll::kPingPong, 2), "");
+  for (int n : {1, 3, 4}) {
+    std::string why = rankCountError(Coll::kPingPong, n);
+    EXPECT_NE(why.find("pingpong needs exactly 2 ranks, not " + std::to_string(n)),
+              std::string::npos)
+        << why;
+  }
+  for (Coll c : kAllColls) {
+    if (c == Coll::kPingPong) continue;
+    for (int n : {1, 2, 3, 7}) {
+      EXPECT_EQ(rankCountError(c, n), "") << collName(c) << " " << n;
+    }
+  }
 }
 
 }  // namespace
