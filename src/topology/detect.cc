@@ -41,6 +41,8 @@
 #include "src/bootstrap/unique_id.h"
 #include "src/base/config.h"
 #include "src/base/logging.h"
+#include "src/base/strings.h"
+#include "src/topology/bus_id.h"
 
 namespace chorus::topo {
 namespace {
@@ -118,12 +120,6 @@ struct Inventory {
 
 // ---- Small parsers ------------------------------------------------------------------------
 
-std::string_view trimView(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
 // The whole file, or nothing when it cannot be opened or read: sysfs answers EINVAL to a read of
 // the speed of a link that is down, and a snapshot leaves such files out.
 std::optional<std::string> readFile(const fs::path& path) {
@@ -149,12 +145,12 @@ std::optional<std::string> readFile(const fs::path& path) {
 std::optional<std::string> readLine(const fs::path& path) {
   std::optional<std::string> s = readFile(path);
   if (!s) return std::nullopt;
-  return std::string(trimView(*s));
+  return std::string(trim(*s));
 }
 
 // Decimal, or hexadecimal with 0x ("0x020000", "0x1003").
 std::optional<long long> parseInt(std::string_view text) {
-  std::string s(trimView(text));
+  std::string s(trim(text));
   if (s.empty()) return std::nullopt;
   int base = (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) ? 16 : 10;
   char* end = nullptr;
@@ -172,7 +168,7 @@ std::optional<long long> readInt(const fs::path& path) {
 
 // "8.0 GT/s PCIe", "8 GT/s", "2.5 GT/s" -> the generation; "Unknown" -> 0.
 int parseLinkGen(std::string_view text) {
-  std::string s(trimView(text));
+  std::string s(trim(text));
   char* end = nullptr;
   double gts = std::strtod(s.c_str(), &end);
   if (end == s.c_str()) return 0;
@@ -181,7 +177,7 @@ int parseLinkGen(std::string_view text) {
 
 // "1024K", "32M", "512" -> bytes.
 uint64_t parseCacheSize(std::string_view text) {
-  std::string s(trimView(text));
+  std::string s(trim(text));
   char* end = nullptr;
   unsigned long long v = std::strtoull(s.c_str(), &end, 10);
   if (end == s.c_str()) return 0;
@@ -267,8 +263,8 @@ std::map<int, CpuIdentity> readCpuinfo(const fs::path& path) {
     pos = eol + 1;
     size_t colon = line.find(':');
     if (colon == std::string_view::npos) continue;
-    std::string_view key = trimView(line.substr(0, colon));
-    std::string_view value = trimView(line.substr(colon + 1));
+    std::string_view key = trim(line.substr(0, colon));
+    std::string_view value = trim(line.substr(colon + 1));
     if (key == "processor") {
       std::optional<long long> v = parseInt(value);
       cpu = v ? static_cast<int>(*v) : -1;
@@ -1302,7 +1298,7 @@ StatusOr<DetectOptions> DetectOptions::fromEnv() {
   while (pos <= value.size()) {
     size_t comma = value.find(',', pos);
     if (comma == std::string::npos) comma = value.size();
-    std::string word(trimView(std::string_view(value).substr(pos, comma - pos)));
+    std::string word(trim(std::string_view(value).substr(pos, comma - pos)));
     pos = comma + 1;
     if (word.empty()) continue;
     bool off = word[0] == '^';
@@ -1400,48 +1396,14 @@ StatusOr<System> detectSystem(const DetectOptions& options) {
 
 // ---- Helpers ------------------------------------------------------------------------------
 
-std::string normalizeBusId(std::string_view s) {
-  s = trimView(s);
-  auto hex = [](std::string_view h, unsigned long long max, unsigned long long* out) {
-    if (h.empty() || h.size() > 8) return false;
-    unsigned long long v = 0;
-    for (char c : h) {
-      int d = std::isdigit(static_cast<unsigned char>(c)) ? c - '0'
-              : (c >= 'a' && c <= 'f')                     ? c - 'a' + 10
-              : (c >= 'A' && c <= 'F')                     ? c - 'A' + 10
-                                                           : -1;
-      if (d < 0) return false;
-      v = v * 16 + static_cast<unsigned>(d);
-    }
-    *out = v;
-    return v <= max;
-  };
-  size_t dot = s.rfind('.');
-  if (dot == std::string_view::npos) return "";
-  std::string_view head = s.substr(0, dot), fn = s.substr(dot + 1);
-  size_t c2 = head.rfind(':');
-  if (c2 == std::string_view::npos) return "";
-  std::string_view dev = head.substr(c2 + 1), rest = head.substr(0, c2);
-  size_t c1 = rest.rfind(':');
-  std::string_view bus = c1 == std::string_view::npos ? rest : rest.substr(c1 + 1);
-  std::string_view domain = c1 == std::string_view::npos ? std::string_view("0") : rest.substr(0, c1);
-  unsigned long long d = 0, b = 0, v = 0, f = 0;
-  if (!hex(domain, 0xffffffffull, &d) || !hex(bus, 0xff, &b) || !hex(dev, 0x1f, &v) ||
-      !hex(fn, 7, &f))
-    return "";
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%04llx:%02llx:%02llx.%llx", d, b, v, f);
-  return buf;
-}
-
 StatusOr<std::vector<int>> parseCpuList(std::string_view list) {
   std::vector<int> out;
-  std::string_view s = trimView(list);
+  std::string_view s = trim(list);
   size_t pos = 0;
   while (pos < s.size()) {
     size_t comma = s.find(',', pos);
     if (comma == std::string_view::npos) comma = s.size();
-    std::string_view item = trimView(s.substr(pos, comma - pos));
+    std::string_view item = trim(s.substr(pos, comma - pos));
     pos = comma + 1;
     if (item.empty()) continue;
     size_t dash = item.find('-');

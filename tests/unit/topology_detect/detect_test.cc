@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "src/bootstrap/peer_info.h"
+#include "src/topology/bus_id.h"
 #include "src/topology/detect.h"
 
 namespace chorus::topo {
