@@ -395,22 +395,25 @@ TEST(NcclXmlSyntax, WarningsForOdditiesThatDoNotStopTheImport) {
 TEST(NcclXmlMalformed, XmlStructure) {
   expectRefused("<system version=\"1\">\n  <cpu numaid=\"0\">\n    <pci busid=\"0000:01:00.0\" "
                 "class=\"0x030200\">\n",
-                {"line 3: <pci busid=0000:01:00.0>: unclosed tag", "</pci>"});
+                {"line 4: unclosed tag", "the last start tag before it is <pci busid=0000:01:00.0> on line 3"});
   expectRefused("<system>\n<cpu numaid='0'>\n<pci busid='0000:01:00.0' class='0x030200'>\n</cpu>\n"
                 "</system>",
-                {"line 4: </cpu> does not close <pci busid=0000:01:00.0>, opened on line 3"});
-  expectRefused("<system>\n</system>\n</system>", {"line 3: </system> closes no open element"});
+                {"line 4: </cpu> does not close the element open there",
+                 "<pci busid=0000:01:00.0> on line 3"});
+  expectRefused("<system>\n</system>\n</system>", {"line 3: </system> does not close"});
   expectRefused("<system>\n</system\n", {"line 2: </system>: malformed end tag"});
-  expectRefused("<system>\n<cpu numaid='0'", {"line 2: <cpu numaid=0>: unterminated start tag"});
-  expectRefused("<system>\n<cpu numaid='0>\n</cpu></system>", {"line 2: <cpu>", "not terminated"});
-  expectRefused("<system>\n<cpu numaid=0/></system>", {"line 2: <cpu>", "must be quoted"});
-  expectRefused("<system>\n<cpu numaid/></system>", {"line 2: <cpu>", "numaid has no value"});
+  // pugixml reports where it stopped in a start tag, not why: the messages quote the place.
+  expectRefused("<system>\n<cpu numaid='0'", {"line 2: <cpu>: unterminated start tag"});
+  expectRefused("<system>\n<cpu numaid='0>\n</cpu></system>",
+                {"line 2: <cpu>: malformed start tag at '0>\\x0a</cpu>"});
+  expectRefused("<system>\n<cpu numaid=0/></system>", {"line 2: <cpu>: malformed start tag at '0/>"});
+  expectRefused("<system>\n<cpu numaid/></system>", {"line 2: <cpu>: malformed start tag at '>"});
   expectRefused("<system>\n<cpu numaid='0' numaid='1'/></system>",
                 {"line 2: <cpu numaid=0>: attribute numaid appears twice"});
   expectRefused("<system>\n<cpu numaid='0'vendor='x'/></system>",
-                {"line 2: <cpu numaid=0>: attributes must be separated by spaces"});
-  expectRefused("<system>\n<cpu numaid='0' / ></system>", {"line 2", "expected '>' after '/'"});
-  expectRefused("<system>\n<cpu numaid='0' $/></system>", {"line 2", "unexpected character '$'"});
+                {"line 2: <cpu>: malformed start tag at 'vendor='x'", "separated by spaces"});
+  expectRefused("<system>\n<cpu numaid='0' / ></system>", {"line 2: <cpu>: malformed start tag at ' >"});
+  expectRefused("<system>\n<cpu numaid='0' $/></system>", {"line 2: <cpu>: malformed start tag at '$"});
   expectRefused("<system>\n<cpu vendor='a<b'/></system>", {"line 2: <cpu>", "'<' in the value"});
   expectRefused("<system>\n<cpu vendor='&bogus;'/></system>",
                 {"line 2: <cpu>", "unknown entity '&bogus;'"});
@@ -435,7 +438,8 @@ TEST(NcclXmlMalformed, EmptyAndGarbage) {
   expectRefused("", {"line 1: no <system> element (the input is empty)"});
   expectRefused(" \n\t\r\n", {"line 3: no <system> element"});
   expectRefused("<!-- only a comment -->", {"no <system> element"});
-  expectRefused(std::string("\0\0\0", 3), {"line 1: unexpected text '\\x00\\x00\\x00'"});
+  expectRefused(std::string("\0\0\0", 3), {"line 1: a NUL byte"});
+  expectRefused(std::string("<system>\n\n<cpu numaid='\0'/>", 27), {"line 3: a NUL byte"});
   expectRefused("\xff\xfe<\x00s", {"line 1: unexpected text '\\xff\\xfe'"});
   expectRefused("<<<<>>>>", {"line 1"});
   expectRefused(">", {"line 1: unexpected text '>'"});
@@ -603,7 +607,7 @@ TEST(NcclXmlSize, NestingDepth) {
   expectRefused(std::string(1000000, '<') , {"line 1"});
   std::string opens;
   for (int i = 0; i < 100000; ++i) opens += "<system>";
-  expectRefused(opens, {"nested deeper than 64"});
+  expectRefused(opens, {"line 1: unclosed tag"});  // pugixml reads to the end first
   EXPECT_LT(secondsSince(t0), 5.0);
 }
 
