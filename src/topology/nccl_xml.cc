@@ -850,8 +850,14 @@ class Importer {
       if (target.empty())
         return invalidArgument(at(e) + "target \"" + printable(*e.attr("target")) +
                                "\" is not a PCI address like 0000:3b:00.0");
-      if (target == gpuNode.busId)
-        return invalidArgument(at(e) + "target " + target + " refers to the GPU itself");
+      if (target == gpuNode.busId) {
+        // Azure's NC A100 v4 file gives each GPU one <nvlink> naming the GPU itself (count 12):
+        // the GPU has NVLinks, but the file does not say where they go. A link with one end
+        // carries nothing between devices and no path could use it, so it is left out rather
+        // than guessed at; NCCL users run with this file, so it must load.
+        warn(e, "target " + target + " is the GPU itself; ignored (no link to another device)");
+        continue;
+      }
       int t = sys_.findBusId(target);
       uint32_t base = p.hasTclass ? p.tclass >> 8 : 0;
       if (base == 0x0680) {

@@ -175,6 +175,53 @@ TEST(NcclXmlRealFiles, Ndv5) {
   EXPECT_EQ(s.node(bus(s, "ffff:ff:05.0")).vendor, 0);
 }
 
+// NC A100 v4: four A100s, one per NUMA node, and one Ethernet NIC known only by name. Each GPU
+// lists an NVLink (count 12) whose target is its own bus id: NVML inside that VM reports active
+// links but not their far end. The file loads with one warning per such link, and no NVLink is
+// kept.
+TEST(NcclXmlRealFiles, Ncv4WithSelfNvlinks) {
+  std::vector<std::string> warnings;
+  auto loaded = importNcclXmlFile(dataPath("ncv4-topo.xml"), &warnings);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().toString();
+  const System& s = *loaded;
+  EXPECT_EQ(count(s, NodeType::kCpu), 4u);
+  EXPECT_EQ(count(s, NodeType::kGpu), 4u);
+  EXPECT_EQ(count(s, NodeType::kNic), 1u);
+  EXPECT_EQ(count(s, NodeType::kPciSwitch), 0u);
+  EXPECT_EQ(count(s, NodeType::kNvSwitch), 0u);
+  ASSERT_EQ(warnings.size(), 4u);
+  const char* busIds[] = {"0001:00:00.0", "0002:00:00.0", "0003:00:00.0", "0004:00:00.0"};
+  const int lines[] = {5, 15, 22, 29};
+  for (int g = 0; g < 4; ++g) {
+    int gpu = bus(s, busIds[g]);
+    EXPECT_EQ(s.node(gpu).cudaDevice, g);
+    EXPECT_EQ(s.node(gpu).computeCapability, 80);
+    EXPECT_EQ(s.node(gpu).numa, g);
+    EXPECT_EQ(s.node(gpu).parent, s.find("cpu" + std::to_string(g)));
+    EXPECT_EQ(s.node(gpu).pcieGen, 0);  // link_speed="" link_width="0"
+    std::string where = "line " + std::to_string(lines[g]) + ": <nvlink target=" + busIds[g] +
+                        ">: target " + busIds[g] + " is the GPU itself; ignored";
+    EXPECT_NE(warnings[static_cast<size_t>(g)].find(where), std::string::npos)
+        << warnings[static_cast<size_t>(g)];
+  }
+  for (const Link& l : s.links()) {
+    EXPECT_NE(l.type, LinkType::kNvLink);
+    EXPECT_NE(l.a, l.b);
+  }
+  const Node& cpu3 = s.node(s.find("cpu3"));
+  EXPECT_EQ(cpu3.cpuVendor, "AuthenticAMD");
+  ASSERT_EQ(cpu3.cpus.size(), 24u);  // ffffff00,00000000,00000000
+  EXPECT_EQ(cpu3.cpus.front(), 72);
+  int nic = s.find("eth0");
+  ASSERT_GE(nic, 0);
+  EXPECT_EQ(s.node(nic).netDevice, "eth0");
+  EXPECT_DOUBLE_EQ(s.node(nic).speedGbps, 100);
+  EXPECT_EQ(s.node(nic).parent, s.find("cpu0"));
+  // Without NVLinks the GPUs reach each other through the CPUs.
+  EXPECT_EQ(s.path(bus(s, "0001:00:00.0"), bus(s, "0002:00:00.0")).type, PathType::kSys);
+  EXPECT_EQ(s.path(bus(s, "0001:00:00.0"), nic).type, PathType::kPhb);
+}
+
 TEST(NcclXmlFixtures, DgxH100Like) {
   System s = load("dgx-h100-like.xml");
   EXPECT_EQ(count(s, NodeType::kCpu), 2u);
@@ -546,10 +593,13 @@ TEST(NcclXmlMalformed, Nvlinks) {
     return "<pci busid='" + bus + "' class='0x030200'><gpu sm='80'>\n" + nvlinks + "\n</gpu></pci>";
   };
   const std::string other = "<pci busid='0000:02:00.0' class='0x030200'/>";
-  expectRefused(inCpu(gpuWith("0000:01:00.0", "<nvlink target='0000:01:00.0' count='2'/>")),
-                {"line 4: <nvlink target=0000:01:00.0>: target 0000:01:00.0 refers to the GPU itself"});
-  expectRefused(inCpu(gpuWith("0000:01:00.0", "<nvlink target='1:00.0' count='2'/>")),
-                {"line 4", "refers to the GPU itself"});
+  // A link to the GPU itself (Azure NC A100 v4 files have them) is a warning, and no link.
+  System self = expectWarning(
+      inCpu(gpuWith("0000:01:00.0", "<nvlink target='0000:01:00.0' count='2'/>")),
+      {"line 4: <nvlink target=0000:01:00.0>: target 0000:01:00.0 is the GPU itself; ignored"});
+  for (const Link& l : self.links()) EXPECT_NE(l.type, LinkType::kNvLink);
+  expectWarning(inCpu(gpuWith("0000:01:00.0", "<nvlink target='1:00.0' count='2' tclass='0x068000'/>")),
+                {"line 4", "is the GPU itself"});
   expectRefused(inCpu(gpuWith("0000:01:00.0", "<nvlink target='0000:09:00.0' count='2'/>")),
                 {"line 4: <nvlink target=0000:09:00.0>: target 0000:09:00.0 is not a device of this file"});
   expectRefused(inCpu(gpuWith("0000:01:00.0",
