@@ -27,7 +27,8 @@ std::string normalizeBusId(std::string_view in) {
   std::string_view dev = head.substr(c2 + 1), rest = head.substr(0, c2);
   size_t c1 = rest.rfind(':');
   std::string_view bus = c1 == std::string_view::npos ? rest : rest.substr(c1 + 1);
-  std::string_view domain = c1 == std::string_view::npos ? std::string_view("0") : rest.substr(0, c1);
+  std::string_view domain =
+      c1 == std::string_view::npos ? std::string_view("0") : rest.substr(0, c1);
   unsigned long d = 0, b = 0, v = 0, f = 0;
   if (!hexField(domain, 8, 0xffffffff, &d) || !hexField(bus, 2, 0xff, &b) ||
       !hexField(dev, 2, 0x1f, &v) || !hexField(fn, 1, 7, &f))

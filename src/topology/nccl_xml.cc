@@ -34,7 +34,7 @@ constexpr double kMaxLinkGTs = 256;   // PCIe 7 runs at 128 GT/s
 constexpr int kMaxLinkWidth = 32;
 constexpr int kMaxNvlinkCount = 64;
 
-// ---- Reading the XML -----------------------------------------------------------------------------
+// ---- Reading the XML ---------------------------------------------------------------------------
 // pugixml parses. It is more lenient than a topology file should be, so the walk below refuses
 // what it lets through and the old reader refused: text inside or outside elements, a second
 // root, DOCTYPE and CDATA (NCCL never writes them), duplicate attributes, and in attribute
@@ -86,8 +86,8 @@ std::string printable(std::string_view s, size_t max = 40) {
 // "<pci busid=0000:3b:00.0>": the element with the attribute that identifies it.
 std::string describe(const XmlElement& e) {
   static constexpr std::pair<std::string_view, std::string_view> kKey[] = {
-      {"pci", "busid"},  {"cpu", "numaid"},   {"gpu", "dev"},
-      {"net", "name"},   {"nvlink", "target"}, {"system", "version"}};
+      {"pci", "busid"}, {"cpu", "numaid"},    {"gpu", "dev"},
+      {"net", "name"},  {"nvlink", "target"}, {"system", "version"}};
   std::string out = "<";
   out += printable(e.name);
   for (const auto& [element, key] : kKey) {
@@ -116,14 +116,16 @@ std::string badReference(std::string_view raw) {
   if (raw.find('<') != std::string_view::npos) return "'<' in the value (write &lt;)";
   for (size_t amp = raw.find('&'); amp != std::string_view::npos; amp = raw.find('&', amp + 1)) {
     size_t semi = raw.find(';', amp);
-    if (semi == std::string_view::npos || semi - amp > 32) return "'&' that starts no entity (write &amp;)";
+    if (semi == std::string_view::npos || semi - amp > 32)
+      return "'&' that starts no entity (write &amp;)";
     std::string_view ref = raw.substr(amp + 1, semi - amp - 1);
     if (ref == "lt" || ref == "gt" || ref == "amp" || ref == "quot" || ref == "apos") continue;
     if (ref.size() < 2 || ref[0] != '#') return "unknown entity '&" + printable(ref) + ";'";
     bool hexRef = ref[1] == 'x' || ref[1] == 'X';
     std::string_view digits = ref.substr(hexRef ? 2 : 1);
     uint32_t cp = 0;
-    auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), cp, hexRef ? 16 : 10);
+    auto [p, ec] =
+        std::from_chars(digits.data(), digits.data() + digits.size(), cp, hexRef ? 16 : 10);
     if (digits.empty() || ec != std::errc() || p != digits.data() + digits.size() || cp == 0 ||
         cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
       return "bad character reference '&" + printable(ref) + ";'";
@@ -162,9 +164,9 @@ class XmlReader {
       switch (n.type()) {
         case pugi::node_element:
           if (root)
-            return invalidArgument(here(n) + describe(element(n)) + ": a second root element (the first, " +
-                                   describe(element(root)) + ", is on line " +
-                                   std::to_string(lineOf(root)) + ")");
+            return invalidArgument(
+                here(n) + describe(element(n)) + ": a second root element (the first, " +
+                describe(element(root)) + ", is on line " + std::to_string(lineOf(root)) + ")");
           root = n;
           break;
         case pugi::node_pcdata:
@@ -174,8 +176,9 @@ class XmlReader {
       }
     }
     if (!root)
-      return invalidArgument("line " + std::to_string(newlines_.size() + 1) + ": no <system> element (" +
-                             (text_.empty() ? "the input is empty" : "the input has no element") + ")");
+      return invalidArgument(
+          "line " + std::to_string(newlines_.size() + 1) + ": no <system> element (" +
+          (text_.empty() ? "the input is empty" : "the input has no element") + ")");
     return walk(root, -1, 1, els);
   }
 
@@ -206,7 +209,8 @@ class XmlReader {
       if (next == '/' || next == '!' || next == '?') continue;
       if (++starts <= kMaxElements) continue;
       size_t end = i + 1;
-      while (end < text_.size() && !isSpace(text_[end]) && text_[end] != '>' && text_[end] != '/') ++end;
+      while (end < text_.size() && !isSpace(text_[end]) && text_[end] != '>' && text_[end] != '/')
+        ++end;
       return invalidArgument(here(i) + "<" + printable(text_.substr(i + 1, end - i - 1)) +
                              ">: more than " + std::to_string(kMaxElements) + " elements");
     }
@@ -225,7 +229,8 @@ class XmlReader {
 
   Status refuseDeclaration(pugi::xml_node n) const {
     const char* what = n.type() == pugi::node_doctype ? "<!DOCTYPE" : "<![CDATA[";
-    return invalidArgument(here(n) + what + ": DOCTYPE, CDATA and other declarations are not supported");
+    return invalidArgument(here(n) + what +
+                           ": DOCTYPE, CDATA and other declarations are not supported");
   }
 
   Status walk(pugi::xml_node n, int parent, size_t depth, std::vector<XmlElement>* els) const {
@@ -282,7 +287,8 @@ class XmlReader {
   // "</name>" for the end tag at `lt` (its "</").
   std::string endTagAt(size_t lt) const {
     size_t end = lt + 2;
-    while (end < text_.size() && !isSpace(text_[end]) && text_[end] != '>' && text_[end] != '<') ++end;
+    while (end < text_.size() && !isSpace(text_[end]) && text_[end] != '>' && text_[end] != '<')
+      ++end;
     return "</" + printable(text_.substr(lt + 2, end - lt - 2)) + ">";
   }
 
@@ -304,12 +310,14 @@ class XmlReader {
     std::string tag = last ? "<" + printable(last.name()) + ">" : "<?>";
     switch (r.status) {
       case pugi::status_unrecognized_tag:
-        return invalidArgument(here(offset) + "'<' is not followed by an element name (write &lt; in text)");
+        return invalidArgument(here(offset) +
+                               "'<' is not followed by an element name (write &lt; in text)");
       case pugi::status_bad_pi: {
         std::string where = construct("<?", "?>");
-        return invalidArgument(where + (closed ? "malformed processing instruction or XML declaration"
-                                               : "unterminated processing instruction (no '?>' "
-                                                 "before the end of the input)"));
+        return invalidArgument(where + (closed
+                                            ? "malformed processing instruction or XML declaration"
+                                            : "unterminated processing instruction (no '?>' "
+                                              "before the end of the input)"));
       }
       case pugi::status_bad_comment: {
         std::string where = construct("<!--", "-->");
@@ -330,7 +338,8 @@ class XmlReader {
         std::string where = here(start) + tag + ": ";
         if (text_.find('>', start) == std::string_view::npos)
           return invalidArgument(where + "unterminated start tag (the input ends inside it)");
-        return invalidArgument(where + "malformed start tag at '" + printable(text_.substr(offset, 12)) +
+        return invalidArgument(where + "malformed start tag at '" +
+                               printable(text_.substr(offset, 12)) +
                                "' (attributes are name=\"value\" or name='value', separated by "
                                "spaces)");
       }
@@ -340,15 +349,16 @@ class XmlReader {
                                (closed ? "" : " (the input ends inside it)"));
       }
       case pugi::status_end_element_mismatch: {
-        std::string lastOpened =
-            last ? "the last start tag before it is " + describe(element(last)) + " on line " +
-                       std::to_string(lineOf(last))
-                 : "no element was opened";
+        std::string lastOpened = last ? "the last start tag before it is " +
+                                            describe(element(last)) + " on line " +
+                                            std::to_string(lineOf(last))
+                                      : "no element was opened";
         if (offset >= 2 && text_.substr(offset - 2, 2) == "</")
           return invalidArgument(here(offset) + endTagAt(offset - 2) +
                                  " does not close the element open there (" + lastOpened + ")");
-        return invalidArgument(here(text_.size()) + "unclosed tag: the input ends with an element " +
-                               "still open (" + lastOpened + ")");
+        return invalidArgument(here(text_.size()) +
+                               "unclosed tag: the input ends with an element still open (" +
+                               lastOpened + ")");
       }
       default:
         break;
@@ -362,7 +372,7 @@ class XmlReader {
   pugi::xml_document doc_;
 };
 
-// ---- Attribute values ----------------------------------------------------------------------------
+// ---- Attribute values --------------------------------------------------------------------------
 
 // An integer attribute in [lo, hi]; absent or empty leaves *out alone and *present false.
 Status intAttr(const XmlElement& e, const char* key, int64_t lo, int64_t hi, int* out,
