@@ -1,7 +1,7 @@
 // The hwloc detector: NUMA nodes with their CPUs, cores, L2/L3 sizes and CPU vendor/model, and
 // the PCI bridges and functions, from hwloc's view of the whole machine. PCIe generation and
-// width are not in hwloc's attributes; they come from sysfs (readPciLink). Compiled to nothing
-// without CHORUS_HAVE_HWLOC.
+// width are not in hwloc's attributes; they come from sysfs (readPciLink). Cache sizes are kept
+// only where the kernel lists the CPU's caches. Compiled to nothing without CHORUS_HAVE_HWLOC.
 #include "src/topology/detect_internal.h"
 
 #ifdef CHORUS_HAVE_HWLOC
@@ -19,6 +19,14 @@ std::string busIdOf(const hwloc_obj_attr_u::hwloc_pcidev_attr_s& a) {
                 static_cast<unsigned>(a.bus), static_cast<unsigned>(a.dev),
                 static_cast<unsigned>(a.func));
   return buf;
+}
+
+// "1 MiB", "508 MiB", "48 KiB", "-" for 0.
+std::string sizeText(uint64_t bytes) {
+  if (bytes == 0) return "-";
+  if (bytes % (1u << 20) == 0) return std::to_string(bytes >> 20) + " MiB";
+  if (bytes % (1u << 10) == 0) return std::to_string(bytes >> 10) + " KiB";
+  return std::to_string(bytes) + " B";
 }
 
 std::vector<int> cpusOf(hwloc_const_bitmap_t set) {
@@ -68,6 +76,7 @@ Status detectHwloc(const DetectOptions& o, Inventory& inv, DetectorReport& r) {
   if (hwloc_topology_load(topo) != 0) return errnoStatus("hwloc_topology_load", "this host");
 
   std::vector<CpuRecord> cpus;
+  std::string dropped;  // cache sizes hwloc gave that the kernel does not confirm
   for (hwloc_obj_t numa = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_NUMANODE, nullptr); numa;
        numa = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_NUMANODE, numa)) {
     if (!numa->cpuset || hwloc_bitmap_iszero(numa->cpuset)) continue;  // memory-only node
@@ -85,6 +94,14 @@ Status detectHwloc(const DetectOptions& o, Inventory& inv, DetectorReport& r) {
         if (const char* v = hwloc_obj_get_info_by_name(pkg, "CPUVendor")) rec.vendor = v;
         if (const char* m = hwloc_obj_get_info_by_name(pkg, "CPUModel")) rec.model = m;
       }
+    }
+    // Where the kernel lists no caches, hwloc has read the sizes from CPUID alone, and a
+    // hypervisor fills CPUID as it likes (an L3 of 508 MiB on a 2-CPU VM was seen). Buffers get
+    // sized from these numbers: unknown is safer than wrong.
+    if ((rec.l2Bytes > 0 || rec.l3Bytes > 0) && !kernelListsCaches(o, rec.cpus.front())) {
+      dropped += (dropped.empty() ? "" : ", ") + ("cpu" + std::to_string(rec.cpus.front())) +
+                 " L2 " + sizeText(rec.l2Bytes) + " L3 " + sizeText(rec.l3Bytes);
+      rec.l2Bytes = rec.l3Bytes = 0;
     }
     cpus.push_back(std::move(rec));
   }
@@ -105,6 +122,9 @@ Status detectHwloc(const DetectOptions& o, Inventory& inv, DetectorReport& r) {
   for (const CpuRecord& c : cpus) ncpus += c.cpus.size();
   r.detail = countOf(cpus.size(), "NUMA node") + ", " + countOf(ncpus, "CPU") + ", " +
              countOf(pci.size(), "PCI function");
+  if (!dropped.empty())
+    r.detail += "; cache sizes from CPUID that the kernel does not list (no " +
+                cacheDirOf(o, cpus.front().cpus.front()).native() + ") taken as unknown: " + dropped;
   inv.cpus = std::move(cpus);
   inv.pci = std::move(pci);
   return Status();

@@ -119,6 +119,11 @@ int numaOfBusId(const DetectOptions& o, const std::string& busId);
 void readPciLink(const fs::path& dev, PciRecord& rec);
 // "1 GPU", "2 GPUs".
 std::string countOf(size_t n, const char* what);
+// <sysfsRoot>/devices/system/cpu/cpu<cpu>/cache, and whether it exists: the kernel's list of the
+// caches a CPU uses. Kernels in some virtual machines have none (no usable CPUID cache leaves,
+// or no ACPI PPTT); then no cache size can be confirmed (docs/topology.md, "Cache sizes").
+fs::path cacheDirOf(const DetectOptions& o, int cpu);
+bool kernelListsCaches(const DetectOptions& o, int cpu);
 
 // ---- dlopen --------------------------------------------------------------------------------
 

@@ -134,6 +134,15 @@ int numaOfBusId(const DetectOptions& o, const std::string& busId) {
       readInt(fs::path(o.sysfsRoot) / "bus/pci/devices" / busId / "numa_node").value_or(-1));
 }
 
+fs::path cacheDirOf(const DetectOptions& o, int cpu) {
+  return fs::path(o.sysfsRoot) / "devices/system/cpu" / ("cpu" + std::to_string(cpu)) / "cache";
+}
+
+bool kernelListsCaches(const DetectOptions& o, int cpu) {
+  std::error_code ec;
+  return fs::is_directory(cacheDirOf(o, cpu), ec);
+}
+
 // The link of a PCI function to its parent, from sysfs (hwloc reports only a combined speed).
 void readPciLink(const fs::path& dev, PciRecord& rec) {
   auto width = [&](const char* file) {
@@ -184,8 +193,10 @@ std::map<int, CpuIdentity> readCpuinfo(const fs::path& path) {
 }
 
 // Fills the caches of one CPU: the sizes of the first level-2 and level-3 instance it uses.
-void readCaches(const fs::path& cpuDir, CpuRecord& rec) {
-  for (const fs::path& index : listDir(cpuDir / "cache")) {
+// Without a cache directory (virtual machines whose kernel found no cache description) both stay
+// 0, which the System reads as unknown, and the caller says so.
+void readCaches(const DetectOptions& o, int cpu, CpuRecord& rec) {
+  for (const fs::path& index : listDir(cacheDirOf(o, cpu))) {
     if (trailingNumber(index.filename().native(), "index") < 0) continue;
     std::optional<long long> level = readInt(index / "level");
     std::optional<std::string> type = readLine(index / "type");
@@ -196,7 +207,9 @@ void readCaches(const fs::path& cpuDir, CpuRecord& rec) {
   }
 }
 
-std::vector<CpuRecord> readSysfsCpus(const DetectOptions& o, std::string* why) {
+// `noCaches`: the CPUs read for cache sizes that have no cache directory.
+std::vector<CpuRecord> readSysfsCpus(const DetectOptions& o, std::string* why,
+                                     std::vector<int>* noCaches) {
   const fs::path sys(o.sysfsRoot);
   std::vector<std::pair<int, std::vector<int>>> nodes;
   for (const fs::path& dir : listDir(sys / "devices/system/node")) {
@@ -236,7 +249,10 @@ std::vector<CpuRecord> readSysfsCpus(const DetectOptions& o, std::string* why) {
       cores.emplace(pkg.value_or(-1), core ? *core : -1 - static_cast<long long>(cpu));
     }
     rec.cores = static_cast<int>(cores.size());
-    readCaches(sys / "devices/system/cpu" / ("cpu" + std::to_string(cpus.front())), rec);
+    if (kernelListsCaches(o, cpus.front()))
+      readCaches(o, cpus.front(), rec);
+    else
+      noCaches->push_back(cpus.front());
     auto id = identity.find(cpus.front());
     if (id == identity.end() && !identity.empty()) id = identity.begin();
     if (id != identity.end()) {
@@ -360,13 +376,18 @@ DetectorReport detectSysfs(const DetectOptions& o, bool cpus, bool pci, Inventor
   std::string detail;
   if (cpus) {
     std::string why;
-    inv.cpus = readSysfsCpus(o, &why);
+    std::vector<int> noCaches;
+    inv.cpus = readSysfsCpus(o, &why, &noCaches);
     size_t n = 0;
     for (const CpuRecord& c : inv.cpus) n += c.cpus.size();
     if (inv.cpus.empty())
       detail += "CPUs: " + why + "; ";
     else
       detail += countOf(inv.cpus.size(), "NUMA node") + ", " + countOf(n, "CPU") + ", ";
+    if (!noCaches.empty())
+      detail += "L2/L3 sizes unknown (no " + cacheDirOf(o, noCaches.front()).native() +
+                (noCaches.size() > 1 ? " nor for " + countOf(noCaches.size() - 1, "other CPU") : "") +
+                "), ";
   } else {
     detail += "CPUs from hwloc, ";
   }
