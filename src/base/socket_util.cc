@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "src/base/config.h"
+#include "src/base/strings.h"
 
 namespace chorus::net {
 namespace {
@@ -62,13 +63,6 @@ std::string localName(int fd) {
 
 bool startsWith(const std::string& s, const std::string& prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;
-}
-
-std::string trim(const std::string& s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return s.substr(b, e - b);
 }
 
 // CHORUS_SOCKET_FAMILY as an AF_* constant; AF_UNSPEC when unset.
@@ -221,7 +215,7 @@ bool matchesIfSpec(const std::string& ifname, const std::string& spec) {
   while (pos <= spec.size() && !hit) {
     size_t comma = spec.find(',', pos);
     if (comma == std::string::npos) comma = spec.size();
-    std::string item = trim(spec.substr(pos, comma - pos));
+    std::string item(trim(std::string_view(spec).substr(pos, comma - pos)));
     pos = comma + 1;
     if (item.empty()) continue;
     hit = exact ? ifname == item : startsWith(ifname, item);

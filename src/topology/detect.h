@@ -88,10 +88,8 @@ StatusOr<Detection> detectSystemWithReport(const DetectOptions& options = {});
 // Whether a detector was compiled in ("hwloc", "ibverbs": build options; the others: always).
 bool detectorBuilt(std::string_view name);
 
-// Helpers shared with chorus-topo and the file importers.
+// Helpers shared with chorus-topo and the file importers (bus ids: bus_id.h).
 
-// "0000:3B:00.0", "00000000:3b:00.0", "3b:00.0" -> "0000:3b:00.0"; "" when it is not a bus id.
-std::string normalizeBusId(std::string_view busId);
 // Linux CPU lists: "0-3,8-11" -> {0,1,2,3,8,9,10,11}; "" -> {}. Sorted, without duplicates.
 StatusOr<std::vector<int>> parseCpuList(std::string_view list);
 // The inverse, with ranges: {0,1,2,3,8} -> "0-3,8"; {} -> "".

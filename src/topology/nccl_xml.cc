@@ -5,11 +5,14 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <unordered_map>
 #include <unordered_set>
 
+#include <pugixml.hpp>
+
 #include "src/base/logging.h"
+#include "src/base/strings.h"
+#include "src/topology/bus_id.h"
 
 namespace chorus::topo {
 namespace {
@@ -30,25 +33,32 @@ constexpr double kMaxLinkGTs = 256;   // PCIe 7 runs at 128 GT/s
 constexpr int kMaxLinkWidth = 32;
 constexpr int kMaxNvlinkCount = 64;
 
-// ---- The XML subset NCCL writes ----------------------------------------------------------------
-// Elements, attributes (either quote), self-closing tags, comments, the XML declaration and other
-// processing instructions (skipped), the five named entities and numeric character references.
-// DOCTYPE and CDATA are refused: NCCL never writes them, and a DTD could expand entities.
+// ---- Reading the XML ---------------------------------------------------------------------------
+// pugixml parses. It is more lenient than a topology file should be, so the walk below refuses
+// what it lets through and the old reader refused: text inside or outside elements, a second
+// root, DOCTYPE and CDATA (NCCL never writes them), duplicate attributes, and in attribute
+// values '<', unknown entities, a bare '&' and bad character references (pugixml keeps those
+// verbatim or drops them). It also applies the limits above. The importer then reads the
+// elements in document order, each with the line it starts on.
 
-// Names point into the input text, which outlives the parse.
+// XML's attribute-value normalisation (tabs and line breaks read as spaces) and line-break
+// normalisation stay on; comments, processing instructions and the declaration are skipped;
+// DOCTYPE and CDATA are kept as nodes to be refused; a fragment keeps text outside the root.
+constexpr unsigned kParseFlags = pugi::parse_default | pugi::parse_doctype | pugi::parse_fragment;
+
+// Names and values point into the reader's buffer, which outlives the import.
 struct XmlAttribute {
   std::string_view name;
-  std::string value;
+  std::string_view value;
 };
 
 struct XmlElement {
   std::string_view name;
   int line = 0;
-  int parent = -1;
   std::vector<XmlAttribute> attributes;
   std::vector<int> children;
 
-  const std::string* attr(std::string_view n) const {
+  const std::string_view* attr(std::string_view n) const {
     for (const auto& a : attributes)
       if (a.name == n) return &a.value;
     return nullptr;
@@ -75,13 +85,19 @@ std::string printable(std::string_view s, size_t max = 40) {
 // "<pci busid=0000:3b:00.0>": the element with the attribute that identifies it.
 std::string describe(const XmlElement& e) {
   static constexpr std::pair<std::string_view, std::string_view> kKey[] = {
-      {"pci", "busid"},  {"cpu", "numaid"},   {"gpu", "dev"},
-      {"net", "name"},   {"nvlink", "target"}, {"system", "version"}};
+      {"pci", "busid"}, {"cpu", "numaid"},    {"gpu", "dev"},
+      {"net", "name"},  {"nvlink", "target"}, {"system", "version"}};
   std::string out = "<";
   out += printable(e.name);
   for (const auto& [element, key] : kKey) {
     if (e.name != element) continue;
-    if (const std::string* v = e.attr(key)) out += " " + std::string(key) + "=" + printable(*v);
+    const std::string_view* v = e.attr(key);
+    if (!v) continue;
+    // Appended piece by piece: g++ 12 warns (-Wrestrict, wrongly) on the chain of operator+.
+    out += ' ';
+    out += key;
+    out += '=';
+    out += printable(*v);
   }
   return out + ">";
 }
@@ -92,282 +108,276 @@ std::string at(const XmlElement& e) {
 }
 
 bool isSpace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
-bool isNameStart(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':';
-}
-bool isNameChar(char c) { return isNameStart(c) || (c >= '0' && c <= '9') || c == '-' || c == '.'; }
 
-void appendUtf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    *out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    *out += static_cast<char>(0xc0 | (cp >> 6));
-    *out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else if (cp < 0x10000) {
-    *out += static_cast<char>(0xe0 | (cp >> 12));
-    *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    *out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else {
-    *out += static_cast<char>(0xf0 | (cp >> 18));
-    *out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-    *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    *out += static_cast<char>(0x80 | (cp & 0x3f));
+// Why `raw`, an attribute value as written, is not one: '<', or a '&' that starts no entity or
+// character reference XML knows. "" when it is fine.
+std::string badReference(std::string_view raw) {
+  if (raw.find('<') != std::string_view::npos) return "'<' in the value (write &lt;)";
+  for (size_t amp = raw.find('&'); amp != std::string_view::npos; amp = raw.find('&', amp + 1)) {
+    size_t semi = raw.find(';', amp);
+    if (semi == std::string_view::npos || semi - amp > 32)
+      return "'&' that starts no entity (write &amp;)";
+    std::string_view ref = raw.substr(amp + 1, semi - amp - 1);
+    if (ref == "lt" || ref == "gt" || ref == "amp" || ref == "quot" || ref == "apos") continue;
+    if (ref.size() < 2 || ref[0] != '#') return "unknown entity '&" + printable(ref) + ";'";
+    bool hexRef = ref[1] == 'x' || ref[1] == 'X';
+    std::string_view digits = ref.substr(hexRef ? 2 : 1);
+    uint32_t cp = 0;
+    auto [p, ec] =
+        std::from_chars(digits.data(), digits.data() + digits.size(), cp, hexRef ? 16 : 10);
+    if (digits.empty() || ec != std::errc() || p != digits.data() + digits.size() || cp == 0 ||
+        cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+      return "bad character reference '&" + printable(ref) + ";'";
   }
+  return "";
 }
 
-// Replaces entity and character references; false (with `error`) on an unknown or bad one.
-bool decodeEntities(std::string_view raw, std::string* out, std::string* error) {
-  out->clear();
-  out->reserve(raw.size());
-  for (size_t i = 0; i < raw.size(); ++i) {
-    if (raw[i] != '&') {
-      *out += raw[i];
-      continue;
-    }
-    size_t semi = raw.find(';', i);
-    if (semi == std::string_view::npos || semi - i > 32) {
-      *error = "'&' that starts no entity (write &amp;)";
-      return false;
-    }
-    std::string_view ref = raw.substr(i + 1, semi - i - 1);
-    if (ref == "lt") {
-      *out += '<';
-    } else if (ref == "gt") {
-      *out += '>';
-    } else if (ref == "amp") {
-      *out += '&';
-    } else if (ref == "quot") {
-      *out += '"';
-    } else if (ref == "apos") {
-      *out += '\'';
-    } else if (ref.size() >= 2 && ref[0] == '#') {
-      bool hexRef = ref[1] == 'x' || ref[1] == 'X';
-      std::string_view digits = ref.substr(hexRef ? 2 : 1);
-      uint32_t cp = 0;
-      auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), cp, hexRef ? 16 : 10);
-      if (digits.empty() || ec != std::errc() || p != digits.data() + digits.size() || cp == 0 ||
-          cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
-        *error = "bad character reference '&" + printable(ref) + ";'";
-        return false;
-      }
-      appendUtf8(cp, out);
-    } else {
-      *error = "unknown entity '&" + printable(ref) + ";'";
-      return false;
-    }
-    i = semi;
-  }
-  return true;
-}
-
-class XmlParser {
+class XmlReader {
  public:
-  explicit XmlParser(std::string_view text) : s_(text) {}
+  // Parses in place: a copy of `text` that the elements point into. The copy ends with a NUL
+  // of its own: parsing a fragment in place, pugixml writes a terminator over the last character
+  // of text that runs to the end of the buffer.
+  explicit XmlReader(std::string_view text) : text_(text), buffer_(std::string(text) + '\0') {
+    for (size_t i = text.find('\n'); i != std::string_view::npos; i = text.find('\n', i + 1))
+      newlines_.push_back(i);
+  }
+  XmlReader(const XmlReader&) = delete;
+  XmlReader& operator=(const XmlReader&) = delete;
 
   // Fills `els` in document order; els[0] is the root.
-  Status parse(std::vector<XmlElement>* els) {
-    if (s_.size() > kMaxInputBytes)
-      return invalidArgument("line 1: the input has " + std::to_string(s_.size()) +
+  Status read(std::vector<XmlElement>* els) {
+    if (text_.size() > kMaxInputBytes)
+      return invalidArgument("line 1: the input has " + std::to_string(text_.size()) +
                              " bytes, more than the " + std::to_string(kMaxInputBytes >> 20) +
                              " MiB a topology file may have");
-    if (s_.substr(0, 3) == "\xef\xbb\xbf") pos_ = 3;  // UTF-8 byte order mark
-    std::vector<int> open;
-    while (pos_ < s_.size()) {
-      if (s_[pos_] != '<') {
-        CHORUS_RETURN_IF_ERROR(text(open, *els));
-      } else if (startsWith("<!--")) {
-        CHORUS_RETURN_IF_ERROR(skipPast("-->", "comment"));
-      } else if (startsWith("<?")) {
-        CHORUS_RETURN_IF_ERROR(skipPast("?>", "processing instruction"));
-      } else if (startsWith("<!")) {
-        return invalidArgument(here() + "<!" + printable(word(pos_ + 2), 12) +
-                               ": DOCTYPE, CDATA and other declarations are not supported");
-      } else if (startsWith("</")) {
-        CHORUS_RETURN_IF_ERROR(endTag(&open, *els));
-      } else {
-        CHORUS_RETURN_IF_ERROR(startTag(&open, els));
+    // pugixml would stop at a NUL as if the input ended there.
+    if (size_t nul = text_.find('\0'); nul != std::string_view::npos)
+      return invalidArgument(here(nul) + "a NUL byte: a topology file is text");
+    CHORUS_RETURN_IF_ERROR(countStartTags());
+    pugi::xml_parse_result parsed =
+        doc_.load_buffer_inplace(buffer_.data(), buffer_.size(), kParseFlags, pugi::encoding_utf8);
+    if (!parsed) return syntaxError(parsed);
+
+    pugi::xml_node root;
+    for (pugi::xml_node n : doc_.children()) {
+      switch (n.type()) {
+        case pugi::node_element:
+          if (root)
+            return invalidArgument(
+                here(n) + describe(element(n)) + ": a second root element (the first, " +
+                describe(element(root)) + ", is on line " + std::to_string(lineOf(root)) + ")");
+          root = n;
+          break;
+        case pugi::node_pcdata:
+          return unexpectedText(n, " outside the root element");
+        default:
+          CHORUS_RETURN_IF_ERROR(refuseDeclaration(n));
       }
     }
-    if (!open.empty())
-      return invalidArgument(at((*els)[static_cast<size_t>(open.back())]) +
-                             "unclosed tag: the input ends before </" +
-                             printable((*els)[static_cast<size_t>(open.back())].name) + ">");
-    if (els->empty())
-      return invalidArgument("line " + std::to_string(line_) + ": no <system> element (" +
-                             (s_.empty() ? "the input is empty" : "the input has no element") + ")");
-    return Status();
+    if (!root)
+      return invalidArgument(
+          "line " + std::to_string(newlines_.size() + 1) + ": no <system> element (" +
+          (text_.empty() ? "the input is empty" : "the input has no element") + ")");
+    return walk(root, -1, 1, els);
   }
 
  private:
-  std::string here() const { return "line " + std::to_string(line_) + ": "; }
-  bool startsWith(std::string_view p) const { return s_.substr(pos_, p.size()) == p; }
-  std::string_view word(size_t from) const {
-    size_t end = from;
-    while (end < s_.size() && isNameChar(s_[end])) ++end;
-    return s_.substr(from, end - from);
+  int lineAt(size_t offset) const {
+    return 1 + static_cast<int>(std::lower_bound(newlines_.begin(), newlines_.end(), offset) -
+                                newlines_.begin());
   }
+  // pugixml's offset of a node: its name, or the first character of its text.
+  int lineOf(pugi::xml_node n) const { return lineAt(static_cast<size_t>(n.offset_debug())); }
+  std::string here(size_t offset) const { return "line " + std::to_string(lineAt(offset)) + ": "; }
+  std::string here(pugi::xml_node n) const { return "line " + std::to_string(lineOf(n)) + ": "; }
 
-  // Moves to `to`, counting the lines crossed.
-  void advanceTo(size_t to) {
-    const char* p = s_.data() + pos_;
-    const char* end = s_.data() + to;
-    while ((p = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(end - p))))) {
-      ++line_;
-      ++p;
-    }
-    pos_ = to;
-  }
-  bool skipSpace() {
-    size_t start = pos_;
-    size_t i = pos_;
-    while (i < s_.size() && isSpace(s_[i])) ++i;
-    advanceTo(i);
-    return i > start;
-  }
-  std::string_view name() {
-    size_t start = pos_;
-    if (pos_ < s_.size() && isNameStart(s_[pos_])) {
-      while (pos_ < s_.size() && isNameChar(s_[pos_])) ++pos_;
-    }
-    return s_.substr(start, pos_ - start);
-  }
-
-  Status skipPast(std::string_view terminator, const char* what) {
-    size_t end = s_.find(terminator, pos_ + 2);
-    if (end == std::string_view::npos)
-      return invalidArgument(here() + "unterminated " + what + " (no '" + std::string(terminator) +
-                             "' before the end of the input)");
-    advanceTo(end + terminator.size());
-    return Status();
-  }
-
-  // Character data: only whitespace belongs in a topology file.
-  Status text(const std::vector<int>& open, const std::vector<XmlElement>& els) {
-    size_t end = s_.find('<', pos_);
-    if (end == std::string_view::npos) end = s_.size();
-    size_t i = pos_;
-    while (i < end && isSpace(s_[i])) ++i;
-    advanceTo(i);
-    if (i == end) return Status();
-    std::string where = open.empty()
-                            ? std::string(" outside the root element")
-                            : " inside " + describe(els[static_cast<size_t>(open.back())]);
-    std::string_view found = s_.substr(i, end - i);
-    while (isSpace(found.back())) found.remove_suffix(1);
-    return invalidArgument(here() + "unexpected text '" + printable(found, 20) + "'" + where);
-  }
-
-  Status startTag(std::vector<int>* open, std::vector<XmlElement>* els) {
+  XmlElement element(pugi::xml_node n) const {
     XmlElement e;
-    e.line = line_;
-    bool selfClosing = false;
-    ++pos_;  // '<'
-    e.name = name();
-    if (e.name.empty())
-      return invalidArgument(here() + "'<' is not followed by an element name (write &lt; in text)");
-    for (;;) {
-      bool spaced = skipSpace();
-      if (pos_ >= s_.size())
-        return invalidArgument(at(e) + "unterminated start tag (the input ends inside it)");
-      char c = s_[pos_];
-      if (c == '>') {
-        ++pos_;
-        break;
-      }
-      if (c == '/') {
-        if (pos_ + 1 >= s_.size() || s_[pos_ + 1] != '>')
-          return invalidArgument(at(e) + "expected '>' after '/'");
-        pos_ += 2;
-        selfClosing = true;
-        break;
-      }
-      if (!isNameStart(c))
-        return invalidArgument(at(e) + "unexpected character '" + printable(s_.substr(pos_, 1)) +
-                               "' in the start tag");
-      if (!spaced) return invalidArgument(at(e) + "attributes must be separated by spaces");
-      XmlAttribute a;
-      a.name = name();
-      skipSpace();
-      if (pos_ >= s_.size() || s_[pos_] != '=')
-        return invalidArgument(at(e) + "attribute " + printable(a.name) + " has no value");
-      ++pos_;
-      skipSpace();
-      if (pos_ >= s_.size() || (s_[pos_] != '"' && s_[pos_] != '\''))
-        return invalidArgument(at(e) + "the value of attribute " + printable(a.name) +
-                               " must be quoted");
-      char quote = s_[pos_];
-      size_t close = s_.find(quote, pos_ + 1);
-      if (close == std::string_view::npos)
-        return invalidArgument(at(e) + "the value of attribute " + printable(a.name) +
-                               " is not terminated");
-      std::string_view raw = s_.substr(pos_ + 1, close - pos_ - 1);
-      if (raw.find('<') != std::string_view::npos)
-        return invalidArgument(at(e) + "'<' in the value of attribute " + printable(a.name) +
-                               " (write &lt;)");
-      std::string error;
-      if (!decodeEntities(raw, &a.value, &error))
-        return invalidArgument(at(e) + "attribute " + printable(a.name) + ": " + error);
-      advanceTo(close + 1);
-      if (e.attr(a.name))
-        return invalidArgument(at(e) + "attribute " + printable(a.name) + " appears twice");
-      if (e.attributes.size() >= kMaxAttributes)
-        return invalidArgument(at(e) + "more than " + std::to_string(kMaxAttributes) +
-                               " attributes");
-      e.attributes.push_back(std::move(a));
+    e.name = n.name();
+    e.line = lineOf(n);
+    for (pugi::xml_attribute a : n.attributes()) e.attributes.push_back({a.name(), a.value()});
+    return e;
+  }
+
+  // The bound on elements, checked before pugixml builds them: at most one per '<' that opens
+  // no end tag, comment, declaration or processing instruction.
+  Status countStartTags() const {
+    size_t starts = 0;
+    for (size_t i = text_.find('<'); i != std::string_view::npos; i = text_.find('<', i + 1)) {
+      char next = i + 1 < text_.size() ? text_[i + 1] : '\0';
+      if (next == '/' || next == '!' || next == '?') continue;
+      if (++starts <= kMaxElements) continue;
+      size_t end = i + 1;
+      while (end < text_.size() && !isSpace(text_[end]) && text_[end] != '>' && text_[end] != '/')
+        ++end;
+      return invalidArgument(here(i) + "<" + printable(text_.substr(i + 1, end - i - 1)) +
+                             ">: more than " + std::to_string(kMaxElements) + " elements");
     }
-    e.parent = open->empty() ? -1 : open->back();
-    if (open->empty() && !els->empty())
-      return invalidArgument(at(e) + "a second root element (the first, " + describe((*els)[0]) +
-                             ", is on line " + std::to_string((*els)[0].line) + ")");
-    if (open->size() >= kMaxDepth)
+    return Status();
+  }
+
+  Status unexpectedText(pugi::xml_node n, const std::string& where) const {
+    // The node starts after the previous tag; the line is that of its first visible character.
+    size_t from = static_cast<size_t>(n.offset_debug());
+    while (from < text_.size() && isSpace(text_[from])) ++from;
+    std::string_view found = n.value();
+    while (!found.empty() && isSpace(found.front())) found.remove_prefix(1);
+    while (!found.empty() && isSpace(found.back())) found.remove_suffix(1);
+    return invalidArgument(here(from) + "unexpected text '" + printable(found, 20) + "'" + where);
+  }
+
+  Status refuseDeclaration(pugi::xml_node n) const {
+    const char* what = n.type() == pugi::node_doctype ? "<!DOCTYPE" : "<![CDATA[";
+    return invalidArgument(here(n) + what +
+                           ": DOCTYPE, CDATA and other declarations are not supported");
+  }
+
+  Status walk(pugi::xml_node n, int parent, size_t depth, std::vector<XmlElement>* els) const {
+    XmlElement e = element(n);
+    if (depth > kMaxDepth)
       return invalidArgument(at(e) + "elements nested deeper than " + std::to_string(kMaxDepth));
-    if (els->size() >= kMaxElements)
-      return invalidArgument(at(e) + "more than " + std::to_string(kMaxElements) + " elements");
+    if (e.attributes.size() > kMaxAttributes)
+      return invalidArgument(at(e) + "more than " + std::to_string(kMaxAttributes) + " attributes");
+    for (size_t i = 0; i < e.attributes.size(); ++i) {
+      const XmlAttribute& a = e.attributes[i];
+      for (size_t j = 0; j < i; ++j)
+        if (e.attributes[j].name == a.name)
+          return invalidArgument(at(e) + "attribute " + printable(a.name) + " appears twice");
+      if (std::string why = badReference(rawValue(a.value)); !why.empty())
+        return invalidArgument(at(e) + "attribute " + printable(a.name) + ": " + why);
+    }
     int index = static_cast<int>(els->size());
-    if (e.parent >= 0) (*els)[static_cast<size_t>(e.parent)].children.push_back(index);
+    if (parent >= 0) (*els)[static_cast<size_t>(parent)].children.push_back(index);
     els->push_back(std::move(e));
-    if (!selfClosing) open->push_back(index);
+    for (pugi::xml_node c : n.children()) {
+      switch (c.type()) {
+        case pugi::node_element:
+          CHORUS_RETURN_IF_ERROR(walk(c, index, depth + 1, els));
+          break;
+        case pugi::node_pcdata:
+          return unexpectedText(c, " inside " + describe((*els)[static_cast<size_t>(index)]));
+        default:
+          return refuseDeclaration(c);
+      }
+    }
     return Status();
   }
 
-  Status endTag(std::vector<int>* open, const std::vector<XmlElement>& els) {
-    int line = line_;
-    pos_ += 2;  // "</"
-    std::string_view n = name();
-    skipSpace();
-    std::string tag = "</" + printable(n) + ">";
-    if (n.empty() || pos_ >= s_.size() || s_[pos_] != '>')
-      return invalidArgument("line " + std::to_string(line) + ": " + tag + ": malformed end tag");
-    ++pos_;
-    if (open->empty())
-      return invalidArgument("line " + std::to_string(line) + ": " + tag +
-                             " closes no open element");
-    const XmlElement& top = els[static_cast<size_t>(open->back())];
-    if (top.name != n)
-      return invalidArgument("line " + std::to_string(line) + ": " + tag + " does not close " +
-                             describe(top) + ", opened on line " + std::to_string(top.line));
-    open->pop_back();
-    return Status();
+  // An attribute value as the file writes it. Parsing in place, pugixml decodes a value where it
+  // stands: the decoded text starts where the written one does, which runs to the closing quote.
+  std::string_view rawValue(std::string_view decoded) const {
+    const char* begin = buffer_.data();
+    if (decoded.data() <= begin || decoded.data() >= begin + text_.size()) return {};
+    size_t from = static_cast<size_t>(decoded.data() - begin);
+    char quote = text_[from - 1];
+    size_t to = text_.find(quote, from);
+    if ((quote != '"' && quote != '\'') || to == std::string_view::npos) return {};
+    return text_.substr(from, to - from);
   }
 
-  std::string_view s_;
-  size_t pos_ = 0;
-  int line_ = 1;
+  // The element being read when pugixml stopped: the last one in document order.
+  pugi::xml_node lastElement() const {
+    pugi::xml_node n = doc_;
+    while (n.last_child()) n = n.last_child();
+    while (n && n.type() != pugi::node_element) n = n.parent();
+    return n;
+  }
+
+  // "</name>" for the end tag at `lt` (its "</").
+  std::string endTagAt(size_t lt) const {
+    size_t end = lt + 2;
+    while (end < text_.size() && !isSpace(text_[end]) && text_[end] != '>' && text_[end] != '<')
+      ++end;
+    return "</" + printable(text_.substr(lt + 2, end - lt - 2)) + ">";
+  }
+
+  // pugixml's offsets say where it stopped, which for a construct the input ends inside is near
+  // the end, not where the construct starts: messages name the line of its opening characters,
+  // and whether its closing ones ever come.
+  Status syntaxError(const pugi::xml_parse_result& r) const {
+    size_t offset = std::min(static_cast<size_t>(std::max<ptrdiff_t>(r.offset, 0)), text_.size());
+    size_t opener = std::string_view::npos;
+    bool closed = true;
+    auto construct = [&](std::string_view open, std::string_view close) {
+      opener = text_.rfind(open, offset);
+      if (opener == std::string_view::npos) opener = offset;
+      closed = text_.find(close, opener + open.size()) != std::string_view::npos;
+      return here(opener);
+    };
+    // A start tag pugixml stopped inside may hold half-read attributes: only its name is shown.
+    pugi::xml_node last = lastElement();
+    std::string tag = last ? "<" + printable(last.name()) + ">" : "<?>";
+    switch (r.status) {
+      case pugi::status_unrecognized_tag:
+        return invalidArgument(here(offset) +
+                               "'<' is not followed by an element name (write &lt; in text)");
+      case pugi::status_bad_pi: {
+        std::string where = construct("<?", "?>");
+        return invalidArgument(where + (closed
+                                            ? "malformed processing instruction or XML declaration"
+                                            : "unterminated processing instruction (no '?>' "
+                                              "before the end of the input)"));
+      }
+      case pugi::status_bad_comment: {
+        std::string where = construct("<!--", "-->");
+        return invalidArgument(where + (closed ? "malformed comment ('--' inside it?)"
+                                               : "unterminated comment (no '-->' before the end of "
+                                                 "the input)"));
+      }
+      case pugi::status_bad_cdata:
+      case pugi::status_bad_doctype: {
+        std::string where = construct("<!", ">");
+        return invalidArgument(where + "malformed <!" + printable(text_.substr(opener + 2, 8)) +
+                               ": DOCTYPE, CDATA and other declarations are not supported");
+      }
+      case pugi::status_bad_start_element:
+      case pugi::status_bad_attribute: {
+        if (!last) break;
+        size_t start = static_cast<size_t>(last.offset_debug());
+        std::string where = here(start) + tag + ": ";
+        if (text_.find('>', start) == std::string_view::npos)
+          return invalidArgument(where + "unterminated start tag (the input ends inside it)");
+        return invalidArgument(where + "malformed start tag at '" +
+                               printable(text_.substr(offset, 12)) +
+                               "' (attributes are name=\"value\" or name='value', separated by "
+                               "spaces)");
+      }
+      case pugi::status_bad_end_element: {
+        std::string where = construct("</", ">");
+        return invalidArgument(where + endTagAt(opener) + ": malformed end tag" +
+                               (closed ? "" : " (the input ends inside it)"));
+      }
+      case pugi::status_end_element_mismatch: {
+        std::string lastOpened = last ? "the last start tag before it is " +
+                                            describe(element(last)) + " on line " +
+                                            std::to_string(lineOf(last))
+                                      : "no element was opened";
+        if (offset >= 2 && text_.substr(offset - 2, 2) == "</")
+          return invalidArgument(here(offset) + endTagAt(offset - 2) +
+                                 " does not close the element open there (" + lastOpened + ")");
+        return invalidArgument(here(text_.size()) +
+                               "unclosed tag: the input ends with an element still open (" +
+                               lastOpened + ")");
+      }
+      default:
+        break;
+    }
+    return invalidArgument(here(offset) + "malformed XML: " + r.description());
+  }
+
+  std::string_view text_;
+  std::string buffer_;
+  std::vector<size_t> newlines_;  // offsets of '\n' in text_
+  pugi::xml_document doc_;
 };
 
-// ---- Attribute values ----------------------------------------------------------------------------
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && isSpace(s.front())) s.remove_prefix(1);
-  while (!s.empty() && isSpace(s.back())) s.remove_suffix(1);
-  return s;
-}
+// ---- Attribute values --------------------------------------------------------------------------
 
 // An integer attribute in [lo, hi]; absent or empty leaves *out alone and *present false.
 Status intAttr(const XmlElement& e, const char* key, int64_t lo, int64_t hi, int* out,
                bool* present = nullptr) {
   if (present) *present = false;
-  const std::string* v = e.attr(key);
+  const std::string_view* v = e.attr(key);
   if (!v || trim(*v).empty()) return Status();
   std::string_view s = trim(*v);
   int64_t x = 0;
@@ -386,7 +396,7 @@ Status intAttr(const XmlElement& e, const char* key, int64_t lo, int64_t hi, int
 // A hex attribute ("0x10de" or "10de") at most `hi`.
 Status hexAttr(const XmlElement& e, const char* key, uint32_t hi, uint32_t* out, bool* present) {
   *present = false;
-  const std::string* v = e.attr(key);
+  const std::string_view* v = e.attr(key);
   if (!v || trim(*v).empty()) return Status();
   std::string_view s = trim(*v);
   if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) s.remove_prefix(2);
@@ -405,7 +415,7 @@ Status hexAttr(const XmlElement& e, const char* key, uint32_t hi, uint32_t* out,
 
 // A number attribute in [0, hi].
 Status numberAttr(const XmlElement& e, const char* key, double hi, double* out) {
-  const std::string* v = e.attr(key);
+  const std::string_view* v = e.attr(key);
   if (!v || trim(*v).empty()) return Status();
   std::string_view s = trim(*v);
   double x = 0;
@@ -422,7 +432,7 @@ Status numberAttr(const XmlElement& e, const char* key, double hi, double* out) 
 
 // A string we keep in the model: printable ASCII, bounded.
 Status stringAttr(const XmlElement& e, const char* key, std::string* out, bool required = false) {
-  const std::string* v = e.attr(key);
+  const std::string_view* v = e.attr(key);
   if (!v || v->empty()) {
     if (required) return invalidArgument(at(e) + "missing " + key);
     return Status();
@@ -434,45 +444,8 @@ Status stringAttr(const XmlElement& e, const char* key, std::string* out, bool r
     if (c < 0x20 || c > 0x7e)
       return invalidArgument(at(e) + key + "=\"" + printable(*v) +
                              "\" has characters outside printable ASCII");
-  *out = *v;
+  *out = std::string(*v);
   return Status();
-}
-
-bool isHexDigits(std::string_view s, size_t minLen, size_t maxLen) {
-  if (s.size() < minLen || s.size() > maxLen) return false;
-  for (char c : s)
-    if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
-  return true;
-}
-
-// "dddd:bb:dd.f" (or "bb:dd.f", domain 0) -> lower case, domain at least four digits.
-bool normalizeBusId(std::string_view in, std::string* out) {
-  std::string_view s = trim(in);
-  size_t dot = s.rfind('.');
-  if (dot == std::string_view::npos) return false;
-  std::string_view func = s.substr(dot + 1);
-  std::string_view rest = s.substr(0, dot);
-  size_t c2 = rest.rfind(':');
-  if (c2 == std::string_view::npos) return false;
-  std::string_view dev = rest.substr(c2 + 1);
-  rest = rest.substr(0, c2);
-  size_t c1 = rest.rfind(':');
-  std::string_view bus = c1 == std::string_view::npos ? rest : rest.substr(c1 + 1);
-  std::string_view domain = c1 == std::string_view::npos ? std::string_view("0") : rest.substr(0, c1);
-  if (!isHexDigits(domain, 1, 8) || !isHexDigits(bus, 1, 2) || !isHexDigits(dev, 1, 2) ||
-      !isHexDigits(func, 1, 1))
-    return false;
-  auto value = [](std::string_view h) {
-    unsigned v = 0;
-    std::from_chars(h.data(), h.data() + h.size(), v, 16);
-    return v;
-  };
-  unsigned d = value(dev), f = value(func);
-  if (d > 0x1f || f > 7) return false;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%04x:%02x:%02x.%x", value(domain), value(bus), d, f);
-  *out = buf;
-  return true;
 }
 
 bool isPlaceholderBusId(std::string_view busId) { return busId.substr(0, 5) == "ffff:"; }
@@ -593,7 +566,7 @@ class Importer {
   Status system(const XmlElement& e) {
     if (e.name != "system")
       return invalidArgument(at(e) + "the root element must be <system>");
-    const std::string* version = e.attr("version");
+    const std::string_view* version = e.attr("version");
     if (!version)
       warn(e, "no version attribute; read as version 1");
     else if (trim(*version) != "1")
@@ -611,7 +584,7 @@ class Importer {
 
   // "00000000,000fffff": 32-bit words, most significant first.
   Status affinity(const XmlElement& e, std::vector<int>* cpus) {
-    const std::string* v = e.attr("affinity");
+    const std::string_view* v = e.attr("affinity");
     if (!v) return Status();
     std::string_view mask = trim(*v);
     if (mask.substr(0, 2) == "0x" || mask.substr(0, 2) == "0X") mask.remove_prefix(2);
@@ -680,7 +653,7 @@ class Importer {
   // "Unknown". Only a negative or absurd number is an error; anything else unreadable is unknown.
   Status linkSpeed(const XmlElement& e, int* gen) {
     *gen = 0;
-    const std::string* v = e.attr("link_speed");
+    const std::string_view* v = e.attr("link_speed");
     if (!v) return Status();
     std::string_view s = trim(*v);
     if (s.empty() || s.substr(0, 7) == "Unknown") return Status();
@@ -703,10 +676,11 @@ class Importer {
   }
 
   Status pci(const XmlElement& e, int parent, int numa) {
-    const std::string* rawBusId = e.attr("busid");
+    const std::string_view* rawBusId = e.attr("busid");
     if (!rawBusId || trim(*rawBusId).empty()) return invalidArgument(at(e) + "missing busid");
     Node n;
-    if (!normalizeBusId(*rawBusId, &n.busId))
+    n.busId = normalizeBusId(*rawBusId);
+    if (n.busId.empty())
       return invalidArgument(at(e) + "busid \"" + printable(*rawBusId) +
                              "\" is not a PCI address like 0000:3b:00.0");
     uint32_t cls = 0, vendor = 0, device = 0;
@@ -802,7 +776,7 @@ class Importer {
         continue;
       }
       PendingNvlink p{index, &x, 1, 0, false};
-      const std::string* target = x.attr("target");
+      const std::string_view* target = x.attr("target");
       if (!target || trim(*target).empty()) return invalidArgument(at(x) + "missing target");
       CHORUS_RETURN_IF_ERROR(intAttr(x, "count", 0, kMaxNvlinkCount, &p.count));
       CHORUS_RETURN_IF_ERROR(hexAttr(x, "tclass", 0xffffff, &p.tclass, &p.hasTclass));
@@ -881,12 +855,18 @@ class Importer {
     for (const PendingNvlink& p : nvlinks_) {
       const XmlElement& e = *p.el;
       const Node& gpuNode = sys_.node(p.gpu);
-      std::string target;
-      if (!normalizeBusId(*e.attr("target"), &target))
+      std::string target = normalizeBusId(*e.attr("target"));
+      if (target.empty())
         return invalidArgument(at(e) + "target \"" + printable(*e.attr("target")) +
                                "\" is not a PCI address like 0000:3b:00.0");
-      if (target == gpuNode.busId)
-        return invalidArgument(at(e) + "target " + target + " refers to the GPU itself");
+      if (target == gpuNode.busId) {
+        // Azure's NC A100 v4 file gives each GPU one <nvlink> naming the GPU itself (count 12):
+        // the GPU has NVLinks, but the file does not say where they go. A link with one end
+        // carries nothing between devices and no path could use it, so it is left out rather
+        // than guessed at; NCCL users run with this file, so it must load.
+        warn(e, "target " + target + " is the GPU itself; ignored (no link to another device)");
+        continue;
+      }
       int t = sys_.findBusId(target);
       uint32_t base = p.hasTclass ? p.tclass >> 8 : 0;
       if (base == 0x0680) {
@@ -974,8 +954,9 @@ class Importer {
 }  // namespace
 
 StatusOr<System> importNcclXml(std::string_view text, std::vector<std::string>* warnings) {
+  XmlReader reader(text);  // the elements point into it
   std::vector<XmlElement> els;
-  CHORUS_RETURN_IF_ERROR(XmlParser(text).parse(&els));
+  CHORUS_RETURN_IF_ERROR(reader.read(&els));
   return Importer(els, warnings).run();
 }
 

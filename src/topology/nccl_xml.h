@@ -21,13 +21,17 @@
 // CPU (tclass 0x060000) links the GPU to its own CPU, as NCCL does. Each GPU pair gets one link,
 // even when both GPUs list it. CPUs are joined by defaults:: interconnect links.
 //
+// The XML is parsed by pugixml; the line numbers in messages are computed from its offsets.
+//
 // Refused, with "line N: <element ...>: what" messages: malformed XML (unclosed or mismatched
-// tags, bad attributes, unknown entities, text where none belongs, DOCTYPE), nesting deeper than
-// 64, missing or malformed bus ids, duplicate bus ids (a duplicate placeholder bridge id is only
-// a warning), negative or absurd numbers (net speed over 10 Tb/s, link width over 32, NVLink
-// count over 64), NVLinks to the GPU itself, to an unknown target or listed twice. Unknown PCI
-// classes, unknown elements and other oddities are warnings. Work and memory are linear in the
-// input; inputs over 64 MiB or 10^6 elements are refused.
+// tags, bad attributes, unknown entities, text where none belongs, NUL bytes, DOCTYPE, CDATA),
+// nesting deeper than 64, missing or malformed bus ids, duplicate bus ids (a duplicate
+// placeholder bridge id is only a warning), negative or absurd numbers (net speed over 10 Tb/s,
+// link width over 32, NVLink count over 64), NVLinks to an unknown target or listed twice.
+// Unknown PCI classes, unknown elements and other oddities are warnings; so is an NVLink whose
+// target is the GPU itself (Azure's NC A100 v4 file has one per GPU, count 12: the links exist,
+// their far end is not named), which is left out. Work and memory are linear in the input;
+// inputs over 64 MiB or 10^6 elements are refused.
 #pragma once
 
 #include <string>

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Records what chorus's sysfs topology detector reads (src/topology/detect.cc) from this machine
+# Records what chorus's sysfs topology detector reads (src/topology/detect_sysfs.cc) from this machine
 # into a directory tree that tests and `chorus-topo --root DIR` read instead of /sys and /proc:
 #
 #   tests/data/sysfs/record.sh tests/data/sysfs/<name>

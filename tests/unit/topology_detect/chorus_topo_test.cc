@@ -174,6 +174,23 @@ TEST(ChorusTopo, NcclXmlFiles) {
   }
 }
 
+// Azure's NC A100 v4 file: every GPU's NVLink names the GPU itself. chorus-topo used to exit 1
+// on it; now it warns once per link and shows the four GPUs, joined by nothing but the CPUs.
+TEST(ChorusTopo, NcA100V4FileLoadsWithWarnings) {
+  ProcessResult r = topo({"--file", dataDir() + "/topologies/ncv4-topo.xml"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  size_t warnings = 0;
+  for (size_t p = r.err.find("is the GPU itself; ignored"); p != std::string::npos;
+       p = r.err.find("is the GPU itself; ignored", p + 1))
+    ++warnings;
+  EXPECT_EQ(warnings, 4u) << r.err;
+  EXPECT_TRUE(contains(r.err, "WARN")) << r.err;
+  EXPECT_TRUE(contains(r.out, "GPUs (4)")) << r.out;
+  std::string gpu0 = row(r.out, "Paths between GPUs and NICs", "GPU0");
+  EXPECT_TRUE(contains(gpu0, "SYS")) << r.out;
+  EXPECT_FALSE(contains(gpu0, "NV")) << r.out;  // no NV# bond
+}
+
 // --ranks N --ranks-per-host K: the layout of such a job. Three hosts of two: the ring crosses
 // each host boundary once, every tree joins the hosts with two edges.
 TEST(ChorusTopo, LayoutOfThreeHosts) {
