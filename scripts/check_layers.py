@@ -71,9 +71,46 @@ def sources(root):
                     yield os.path.relpath(os.path.join(dirpath, f), root)
 
 
+def self_test():
+    """The check must fail on each kind of arrow that runs back up, and pass a clean tree."""
+    import tempfile
+
+    def tree(files):
+        d = tempfile.mkdtemp(prefix="check_layers.")
+        for path, text in files.items():
+            os.makedirs(os.path.dirname(os.path.join(d, path)), exist_ok=True)
+            with open(os.path.join(d, path), "w") as fh:
+                fh.write(text)
+        return d
+
+    base = {"src/base/status.h": "", "src/core/comm.h": '#include "src/base/status.h"\n',
+            "transports/transport.h": '#include "src/base/status.h"\n',
+            "transports/tcp/tcp.h": '#include "transports/transport.h"\n'}
+    bad = {
+        "leaf utility includes the core": {"src/base/status.h": '#include "src/core/comm.h"\n'},
+        "core includes a transport's folder": {"src/core/comm.h": '#include "transports/tcp/tcp.h"\n'},
+        "contract includes the core": {"transports/transport.h": '#include "src/core/comm.h"\n'},
+    }
+    failures = 0
+    if run(tree(base), quiet=True) != 0:
+        print("self-test: a clean tree fails the check")
+        failures += 1
+    for what, change in bad.items():
+        if run(tree({**base, **change}), quiet=True) == 0:
+            print("self-test: not caught: " + what)
+            failures += 1
+    print(f"check_layers self-test: {len(bad) + 1 - failures} of {len(bad) + 1} cases right")
+    return 1 if failures else 0
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--self-test":
+        return self_test()
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
-    root = os.path.abspath(root)
+    return run(os.path.abspath(root))
+
+
+def run(root, quiet=False):
     errors = []
     folders = {}  # folder -> folders it includes
     checked = 0
@@ -132,6 +169,8 @@ def main():
     for c in cycles:
         errors.append("folder cycle: " + " -> ".join(c))
 
+    if quiet:
+        return 1 if errors else 0
     for e in errors:
         print(e)
     print(f"check_layers: {checked} files, {sum(len(v) for v in folders.values())} folder edges, "

@@ -16,7 +16,7 @@
 #include "src/bootstrap/store.h"
 #include "src/bootstrap/unique_id.h"
 #include "algorithms/registry.h"
-#include "src/base/text.h"
+#include "src/base/strings.h"
 #include "src/core/communicator.h"
 #include "transports/transport.h"
 #include "src/base/config.h"

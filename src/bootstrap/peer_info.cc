@@ -94,18 +94,4 @@ StatusOr<PeerInfo> deserializePeerInfo(const uint8_t* data, size_t len) {
   return info;
 }
 
-std::string localHostname() {
-  char buf[HOST_NAME_MAX + 1] = {};
-  if (::gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == '\0') return "unknown-host";
-  return buf;
-}
-
-uint64_t localHostId() {
-  if (config::isSet("CHORUS_HOST_ID")) return hash64(config::getString("CHORUS_HOST_ID"));
-  std::string bootId;
-  std::ifstream f("/proc/sys/kernel/random/boot_id");
-  if (f) std::getline(f, bootId);  // missing (non-Linux, masked /proc): the hostname decides
-  return hash64(bootId + "/" + localHostname());
-}
-
 }  // namespace chorus::bootstrap

@@ -1,5 +1,7 @@
 #include "src/bootstrap/unique_id.h"
 
+#include "src/base/host_id.h"
+
 #include <arpa/inet.h>
 #include <sys/random.h>
 
@@ -17,29 +19,9 @@ constexpr size_t kChecksummed = 48;  // bytes covered by the checksum
 constexpr size_t kUsed = 56;         // bytes after this must be zero
 static_assert(kUsed <= CHORUS_UNIQUE_ID_BYTES);
 
-// The 64-bit finalizer of splitmix64: every input bit affects every output bit, which plain
-// FNV-1a does not guarantee for short inputs.
-uint64_t mix64(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  return x;
-}
+
 
 }  // namespace
-
-uint64_t hash64(const void* data, size_t len, uint64_t seed) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  uint64_t h = 0xcbf29ce484222325ull ^ mix64(seed);
-  for (size_t i = 0; i < len; ++i) {
-    h ^= p[i];
-    h *= 0x100000001b3ull;
-  }
-  // Length folded in so that inputs differing only by trailing zero bytes differ.
-  return mix64(h ^ len);
-}
 
 Secret deriveSecret(std::string_view material) {
   Secret s{};

@@ -24,6 +24,7 @@
 #include <chorus/chorus.h>
 
 #include "src/base/socket_util.h"
+#include "src/base/host_id.h"
 #include "src/base/status.h"
 
 namespace chorus::bootstrap {
@@ -41,14 +42,6 @@ StatusOr<Secret> randomSecret();
 void encodeUniqueId(const JobId& job, chorusUniqueId* out);
 // kInvalidUsage for bytes that are not a valid id of this version (the message says why).
 StatusOr<JobId> decodeUniqueId(const chorusUniqueId& id);
-
-// A 64-bit non-cryptographic hash (FNV-1a over the bytes, then a 64-bit finalizer so that
-// short inputs still spread over all bits). Stable across builds and hosts: it is used for
-// values that ranks compare with each other (host ids, derived secrets, id checksums).
-uint64_t hash64(const void* data, size_t len, uint64_t seed = 0);
-inline uint64_t hash64(std::string_view s, uint64_t seed = 0) {
-  return hash64(s.data(), s.size(), seed);
-}
 
 // A secret derived deterministically from `material` (two hash64 with different seeds).
 // Anyone who knows the material can compute it: see env.h for when that is acceptable.

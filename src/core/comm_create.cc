@@ -14,10 +14,10 @@
 #include <cstring>
 
 #include "src/base/config.h"
+#include "src/base/host_id.h"
 #include "src/base/logging.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/bootstrap/peer_info.h"
-#include "src/bootstrap/unique_id.h"
 #include "src/core/comm_internal.h"
 #include "src/core/communicator.h"
 #include "src/topology/placement.h"
@@ -151,10 +151,10 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::create(
 
   PeerInfo self;
   self.rank = rank;
-  self.hostId = bootstrap::localHostId();
+  self.hostId = localHostId();
   self.pid = static_cast<int32_t>(::getpid());
   self.pidNamespace = selfPidNamespace();
-  self.hostname = bootstrap::localHostname();
+  self.hostname = localHostname();
   CHORUS_ASSIGN_OR_RETURN(HostFacts facts, hostFacts(&self));
 
   TransportContext ctx;

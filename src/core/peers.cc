@@ -11,7 +11,7 @@
 #include "src/base/config.h"
 #include "src/base/logging.h"
 #include "src/base/socket_util.h"
-#include "src/base/text.h"
+#include "src/base/strings.h"
 
 namespace chorus {
 namespace {

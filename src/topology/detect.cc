@@ -2,6 +2,7 @@
 // detector, CHORUS_TOPO_DETECT, and the CPU-list helpers. The detectors themselves are in
 // detect_sysfs.cc, detect_hwloc.cc, detect_gpu.cc and detect_ibverbs.cc; detect_builder.cc
 // turns what they found into a System (detect_internal.h describes how the pieces fit).
+#include "src/base/host_id.h"
 #include "src/topology/detect.h"
 
 #include <algorithm>
@@ -11,8 +12,6 @@
 #include "src/base/config.h"
 #include "src/base/logging.h"
 #include "src/base/strings.h"
-#include "src/bootstrap/peer_info.h"
-#include "src/bootstrap/unique_id.h"
 #include "src/topology/detect_internal.h"
 
 namespace chorus::topo {
@@ -26,13 +25,13 @@ namespace {
 DetectorReport detectHost(const DetectOptions& o, Inventory& inv) {
   DetectorReport r{"host", DetectorState::kUsed, ""};
   if (o.procRoot == "/proc" || config::isSet("CHORUS_HOST_ID")) {
-    inv.hostName = bootstrap::localHostname();
-    inv.hostId = bootstrap::localHostId();
+    inv.hostName = localHostname();
+    inv.hostId = localHostId();
   } else {
     // A snapshot: the recorded hostname names it; its id only has to differ from other hosts.
     std::optional<std::string> name = readLine(fs::path(o.procRoot) / "sys/kernel/hostname");
     inv.hostName = name && !name->empty() ? *name : "snapshot";
-    inv.hostId = bootstrap::hash64("snapshot/" + inv.hostName);
+    inv.hostId = hash64("snapshot/" + inv.hostName);
   }
   char id[32];
   std::snprintf(id, sizeof(id), "%016llx", static_cast<unsigned long long>(inv.hostId));

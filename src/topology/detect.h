@@ -4,7 +4,7 @@
 // run time, or both; a missing one costs one INFO line (subsystem TOPO) and the picture it would
 // have added, never an error:
 //
-//   host     host id and name (bootstrap/peer_info.h: boot id + hostname, or CHORUS_HOST_ID)
+//   host     host id and name (src/base/host_id.h: boot id + hostname, or CHORUS_HOST_ID)
 //   hwloc    NUMA nodes (CPUs, cores, caches, vendor/model) and the PCI tree   [CHORUS_HAVE_HWLOC]
 //   sysfs    the same from /sys when hwloc is not built, fails, sees no PCI or is not wanted;
 //            and always the network interfaces (/sys/class/net) and RDMA ports

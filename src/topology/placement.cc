@@ -1,3 +1,4 @@
+#include "src/base/host_id.h"
 #include "src/topology/placement.h"
 
 #include <sched.h>
@@ -8,7 +9,6 @@
 #include <mutex>
 #include <sstream>
 
-#include "src/bootstrap/peer_info.h"
 #include "src/base/config.h"
 #include "src/base/logging.h"
 #include "src/topology/detect.h"
@@ -22,7 +22,7 @@ std::string expandName(std::string pattern) {
   std::string out;
   for (size_t i = 0; i < pattern.size(); ++i) {
     if (pattern[i] == '%' && i + 1 < pattern.size() && pattern[i + 1] == 'h') {
-      out += bootstrap::localHostname();
+      out += localHostname();
       ++i;
     } else if (pattern[i] == '%' && i + 1 < pattern.size() && pattern[i + 1] == 'p') {
       out += std::to_string(::getpid());

@@ -6,7 +6,7 @@
 #include <limits>
 #include <sstream>
 
-#include "src/base/text.h"
+#include "src/base/strings.h"
 #include "src/topology/layout.h"
 
 namespace chorus::tune {

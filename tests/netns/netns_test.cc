@@ -314,7 +314,17 @@ std::vector<JobCase> jobCases() {
   };
   std::vector<JobCase> out;
   for (const char* hosts : {"2,2", "2,1,3"})
-    for (const auto& [algo, expect] : specs) out.push_back({hosts, "", algo, expect});
+    for (const auto& [algo, expect] : specs) {
+      // On hosts of different sizes the hierarchical builders build the flat algorithms, and
+      // the statistics name those (what ran).
+      if (algo == "hier" && std::string(hosts) == "2,1,3") {
+        out.push_back({hosts, "", algo,
+                       {"allreduce:ring", "broadcast:chain", "allgather:ring", "reducescatter:ring",
+                        "alltoall:pairwise"}});
+        continue;
+      }
+      out.push_back({hosts, "", algo, expect});
+    }
   out.push_back({"2,2", "1gbit", "", {}});
   for (const char* algo : {"allreduce:recursive_doubling", "allreduce:rabenseifner"})
     out.push_back({"1,1,1,1", "", algo, {algo}});

@@ -1,8 +1,8 @@
 // chorus-info: what this chorus installation is and how it can be configured.
 //
-// Prints the library version, the features it was built with, and every CHORUS_* environment
-// variable from the library's registry with its default and doc, marking those set in the
-// current environment. Variables that look like ours but are not in the registry are listed
+// Prints the library version, the features it was built with, its transports (and whether each
+// can be used here), its algorithms, and every CHORUS_* environment variable from the library's
+// registry with its default and doc, marking those set in the current environment. Variables that look like ours but are not in the registry are listed
 // too: they are almost always typos that chorus silently ignores.
 #include <CLI/CLI.hpp>
 
@@ -66,6 +66,25 @@ int main(int argc, char** argv) {
               versionText(CHORUS_VERSION_CODE).c_str());
   const char* features = chorusGetBuildFeatures();
   std::printf("features: %s\n", features != nullptr && *features ? features : "(none)");
+
+  std::printf("\ntransports (CHORUS_TRANSPORT):\n");
+  for (int i = 0;; ++i) {
+    const char* name = nullptr;
+    const char* doc = nullptr;
+    const char* unavailable = nullptr;
+    if (chorusGetTransportInfo(i, &name, &doc, &unavailable) != chorusSuccess) break;
+    std::printf("  %-8s %s%s%s\n", name, doc, unavailable ? "\n           not usable here: " : "",
+                unavailable ? unavailable : "");
+  }
+  std::printf("\nalgorithms (CHORUS_ALGO):\n");
+  for (int i = 0;; ++i) {
+    const char* coll = nullptr;
+    const char* name = nullptr;
+    const char* doc = nullptr;
+    if (chorusGetAlgorithmInfo(i, &coll, &name, &doc) != chorusSuccess) break;
+    const std::string qualified = std::string(coll) + ":" + name;
+    std::printf("  %-30s %s\n", qualified.c_str(), doc);
+  }
 
   std::vector<EnvEntry> vars = registry();
   std::set<std::string> known;

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "src/bootstrap/peer_info.h"
+#include "src/base/host_id.h"
 #include "src/topology/json.h"
 #include "tests/unit/tools/subprocess.h"
 
@@ -119,7 +119,7 @@ TEST(ChorusTopo, JsonRoundTrip) {
 TEST(ChorusTopo, ThisMachine) {
   ProcessResult r = topo({}, {"CHORUS_DEBUG=INFO", "CHORUS_DEBUG_SUBSYS=TOPO"});
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_TRUE(contains(r.out, "host: " + bootstrap::localHostname() + " ")) << r.out;
+  EXPECT_TRUE(contains(r.out, "host: " + localHostname() + " ")) << r.out;
   EXPECT_TRUE(contains(r.out, "source: detected on this host")) << r.out;
   for (const char* d : {"host", "hwloc", "sysfs", "nvml", "cuda", "ibverbs"})
     EXPECT_NE(row(r.out, "Detectors", d), "") << d << "\n" << r.out;
@@ -236,41 +236,41 @@ std::string lineStarting(const std::string& text, const std::string& prefix) {
   return "";
 }
 
-// --tune on shared memory, as a 2-rank job on one host gets it: staged one-shot for small
-// all-reduces, staged two-shot for large ones.
+// --tune on shared memory, as a 2-rank job on one host gets it: one-shot through the host window
+// for small all-reduces, two-shot through it for large ones.
 TEST(ChorusTopo, TuneSharedMemory) {
   ProcessResult r = topo({"--tune", "--transport", "shm", "--cores", "2"});
   ASSERT_EQ(r.status, 0) << r.err;
   const std::string& out = r.out;
   EXPECT_TRUE(contains(out, "Tuning a job of 2 ranks, 2 per host: transport shm: intra-host shm, "
-                            "staging 32 KiB one-shot slots + 256 KiB two-shot rounds, one-sided"))
+                            "host window: 32 KiB one-shot slot + 256 KiB rounds, one-sided"))
       << out;
   EXPECT_TRUE(contains(out, "Cost model constants")) << out;
   EXPECT_NE(lineStarting(out, "tcp-loopback "), "") << out;
   EXPECT_TRUE(contains(out, "# tuner: 2 ranks on 1 host")) << out;
   std::string small = lineStarting(out, "allreduce             8 B");
-  EXPECT_TRUE(contains(small, "oneshot(staged)")) << out;
-  EXPECT_TRUE(contains(lineStarting(out, "allreduce         256 MiB"), "twoshot(staged)")) << out;
+  EXPECT_TRUE(contains(small, "oneshot_staged")) << out;
+  EXPECT_TRUE(contains(lineStarting(out, "allreduce         256 MiB"), "twoshot_staged")) << out;
   EXPECT_NE(lineStarting(out, "barrier"), "") << out;
 
   ProcessResult csv = topo({"--tune-csv", "--transport", "shm", "--cores", "2", "--max", "4M"});
   ASSERT_EQ(csv.status, 0) << csv.err;
   EXPECT_EQ(lineStarting(csv.out, "coll,"), "coll,nranks,bytes,algorithm,predicted_us");
-  EXPECT_NE(lineStarting(csv.out, "allreduce,2,8,oneshot(staged),"), "") << csv.out;
-  EXPECT_NE(lineStarting(csv.out, "allreduce,2,4194304,twoshot(staged),"), "") << csv.out;
+  EXPECT_NE(lineStarting(csv.out, "allreduce,2,8,oneshot_staged,"), "") << csv.out;
+  EXPECT_NE(lineStarting(csv.out, "allreduce,2,4194304,twoshot_staged,"), "") << csv.out;
   EXPECT_EQ(lineStarting(csv.out, "allreduce,2,16777216,"), "") << csv.out;  // beyond --max
 
-  // The staging variables reach the prediction as they reach a job: no slots, no staged paths.
+  // The window variables reach the prediction as they reach a job: no slot, no window paths.
   ProcessResult off = topo({"--tune-csv", "--transport", "shm", "--cores", "2", "--max", "4M"},
                            {"CHORUS_SHM_STAGING=0"});
   ASSERT_EQ(off.status, 0) << off.err;
-  EXPECT_FALSE(contains(off.out, "(staged)")) << off.out;
+  EXPECT_FALSE(contains(off.out, "_staged")) << off.out;
   ProcessResult bad = topo({"--tune"}, {"CHORUS_SHM_STAGING=lots"});
   EXPECT_EQ(bad.status, 2);
   EXPECT_TRUE(contains(bad.err, "CHORUS_SHM_STAGING")) << bad.err;
 }
 
-// --tune over TCP: no staging, nothing one-sided; large all-reduces go around the ring.
+// --tune over TCP: no window, nothing one-sided; large all-reduces go around the ring.
 TEST(ChorusTopo, TuneTcp) {
   for (const char* ranks : {"2", "4"}) {
     ProcessResult r = topo({"--tune-csv", "--transport", "tcp", "--ranks", ranks, "--cores", "2",
@@ -282,11 +282,11 @@ TEST(ChorusTopo, TuneTcp) {
     const std::string small = n == "2" ? "oneshot" : "recursive_doubling";
     EXPECT_NE(lineStarting(r.out, "allreduce," + n + ",8," + small + ","), "") << r.out;
     EXPECT_NE(lineStarting(r.out, "allreduce," + n + ",67108864,ring,"), "") << r.out;
-    EXPECT_FALSE(contains(r.out, "(staged)")) << r.out;
+    EXPECT_FALSE(contains(r.out, "_staged")) << r.out;
   }
   ProcessResult human = topo({"--tune", "--transport", "tcp", "--ranks", "4", "--cores", "2"});
   ASSERT_EQ(human.status, 0) << human.err;
-  EXPECT_TRUE(contains(human.out, "intra-host tcp-loopback, no host staging, not one-sided"))
+  EXPECT_TRUE(contains(human.out, "intra-host tcp-loopback, no host window, not one-sided"))
       << human.out;
   EXPECT_TRUE(contains(human.out, "time-shared x2")) << human.out;
 }
@@ -296,7 +296,7 @@ TEST(ChorusTopo, TuneSeveralHosts) {
   ProcessResult r = topo({"--tune", "--ranks", "8", "--ranks-per-host", "4", "--root",
                           dataDir() + "/sysfs/two-socket"});
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_TRUE(contains(r.out, "no host staging, not one-sided; inter-host ethernet at 25 Gb/s "
+  EXPECT_TRUE(contains(r.out, "no host window, not one-sided; inter-host ethernet at 25 Gb/s "
                               "(the fastest NIC, ens1f0)"))
       << r.out;
   EXPECT_TRUE(contains(r.out, "# tuner: 8 ranks on 2 hosts (4 per host")) << r.out;

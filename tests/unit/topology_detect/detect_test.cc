@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "src/bootstrap/peer_info.h"
+#include "src/base/host_id.h"
 #include "src/topology/bus_id.h"
 #include "src/topology/detect.h"
 
@@ -307,8 +307,8 @@ TEST(LiveDetect, Defaults) {
   ASSERT_TRUE(d.ok()) << d.status().toString();
   const System& s = d->system;
   EXPECT_TRUE(s.validate().ok());
-  EXPECT_EQ(s.hostName, bootstrap::localHostname());
-  EXPECT_EQ(s.hostId, bootstrap::localHostId());
+  EXPECT_EQ(s.hostName, localHostname());
+  EXPECT_EQ(s.hostId, localHostId());
   EXPECT_FALSE(s.ofType(NodeType::kCpu).empty());
   ASSERT_EQ(d->detectors.size(), 6u);
   std::vector<std::string> order;
