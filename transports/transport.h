@@ -93,10 +93,19 @@ class Connection {
   virtual int peer() const = 0;
 
   /// `src`/`dst` must stay valid until test() reports done. bytes may be 0.
+  /// Posting queues the op; it may not move until the connection is next progressed (test() or
+  /// progress()), so several sends posted together leave in one system call.
   virtual StatusOr<Op> postSend(const void* src, size_t bytes, Tag tag) = 0;
   virtual StatusOr<Op> postRecv(void* dst, size_t bytes, Tag tag) = 0;
   /// Never blocks. Sets *done when `op` has completed (send: buffer reusable; recv: data landed).
+  /// Drives the connection's progress (progress(), then check()).
   virtual Status test(Op& op, bool* done) = 0;
+  /// Moves what can move now (sends, receives) without blocking. A caller with many ops on one
+  /// connection calls it once, then check()s each op: one pass over the socket, not one per op.
+  /// Returns the connection's failure, if it has failed.
+  virtual Status progress() { return Status(); }
+  /// Like test() without progressing: whether `op` completed by what progress() last did.
+  virtual Status check(Op& op, bool* done) { return test(op, done); }
   /// Fails all outstanding ops with `why` and notifies the peer. Idempotent.
   virtual Status cancel(const Status& why) = 0;
 

@@ -4,6 +4,7 @@
 // non-zero count, type, op, root, peer, a destroyed communicator) and returns
 // chorusInvalidArgument with a message that names the argument; what only the peers can see
 // (counts or roots that disagree) is the executor's header check.
+#include <atomic>
 #include <mutex>
 #include <set>
 #include <string>
@@ -29,10 +30,14 @@ using chorus::P2POp;
 using chorus::Status;
 namespace sched = chorus::sched;
 
+// A communicator handle. Destroy and abort release the communicator but keep the handle (a few
+// bytes, never reused) with its magic cleared, so a call on a destroyed communicator fails
+// with a clear error instead of reading freed memory — and the per-call check can be a load.
 struct chorusComm {
-  uint64_t magic = kMagic;
+  std::atomic<uint64_t> magic{kMagic};
   std::unique_ptr<Communicator> impl;
   static constexpr uint64_t kMagic = 0x6368727363306d6dull;
+  static constexpr uint64_t kDead = 0x6465616463306d6dull;
 };
 
 struct chorusRequest {
@@ -68,11 +73,18 @@ chorusResult_t report(chorusComm_t comm, const Status& s) {
   return toResult(s);
 }
 
+// The last handle this thread validated: a pointer chorus never handed out is looked up in the
+// live set before its memory is read; after that, a load of its magic suffices.
+thread_local chorusComm_t tlsCheckedComm = nullptr;
+
 Status checkComm(chorusComm_t comm) {
   if (!comm) return chorus::invalidArgument("comm is NULL");
+  if (comm == tlsCheckedComm && comm->magic.load(std::memory_order_acquire) == chorusComm::kMagic)
+    return Status();
   std::lock_guard<std::mutex> lock(liveMu());
-  if (!live().count(comm) || comm->magic != chorusComm::kMagic || !comm->impl)
+  if (!live().count(comm) || comm->magic.load() != chorusComm::kMagic || !comm->impl)
     return chorus::invalidArgument("comm is not a live communicator (destroyed, or never created)");
+  tlsCheckedComm = comm;
   return Status();
 }
 
@@ -84,6 +96,7 @@ Status checkType(chorusDataType_t t) {
 }
 
 Status checkOp(chorusComm_t comm, chorusRedOp_t op, chorusDataType_t t) {
+  if (op >= chorusSum && op < chorusNumOps) return Status();  // built-in: valid for every type
   std::string why;
   if (!comm->impl->isValidOp(static_cast<int>(op), static_cast<DataType>(t), &why))
     return chorus::invalidArgument("op: " + why);
@@ -129,7 +142,7 @@ struct GroupState {
 };
 thread_local GroupState tlsGroup;
 
-chorusResult_t runColl(chorusComm_t comm, CollArgs args) {
+chorusResult_t runColl(chorusComm_t comm, CollArgs&& args) {
   if (tlsGroup.depth > 0) {
     tlsGroup.ops.emplace_back(GroupedColl{comm, std::move(args)});
     return chorusSuccess;
@@ -137,7 +150,7 @@ chorusResult_t runColl(chorusComm_t comm, CollArgs args) {
   return report(comm, comm->impl->collective(args));
 }
 
-chorusResult_t startColl(chorusComm_t comm, CollArgs args, chorusRequest_t* request) {
+chorusResult_t startColl(chorusComm_t comm, CollArgs&& args, chorusRequest_t* request) {
   if (!request) return report(comm, chorus::invalidArgument("request is NULL"));
   *request = nullptr;
   if (tlsGroup.depth > 0)
@@ -156,7 +169,7 @@ chorusResult_t startColl(chorusComm_t comm, CollArgs args, chorusRequest_t* requ
   } while (0)
 
 // Shared validation + argument packing of each collective; `request` null = blocking.
-chorusResult_t doCollective(chorusComm_t comm, CollArgs a, chorusRequest_t* request) {
+chorusResult_t doCollective(chorusComm_t comm, CollArgs&& a, chorusRequest_t* request) {
   return request ? startColl(comm, std::move(a), request) : runColl(comm, std::move(a));
 }
 
@@ -525,16 +538,19 @@ chorusResult_t chorusCommSplit(chorusComm_t comm, int color, int key, chorusComm
 }
 
 static void unregister(chorusComm_t comm) {
+  comm->magic.store(chorusComm::kDead, std::memory_order_release);
   std::lock_guard<std::mutex> lock(liveMu());
   live().erase(comm);
-  comm->magic = 0;
+  // Kept reachable for the life of the process (see chorusComm).
+  static std::vector<std::unique_ptr<chorusComm>>* retired =
+      new std::vector<std::unique_ptr<chorusComm>>();
+  retired->emplace_back(comm);
 }
 
 chorusResult_t chorusCommDestroy(chorusComm_t comm) {
   CHORUS_CHECK(nullptr, checkComm(comm));
   unregister(comm);
-  comm->impl.reset();  // drains queued nonblocking operations (each bounded)
-  delete comm;
+  comm->impl.reset();  // drains queued nonblocking operations (each bounded); the handle stays
   return chorusSuccess;
 }
 
@@ -542,8 +558,7 @@ chorusResult_t chorusCommAbort(chorusComm_t comm) {
   CHORUS_CHECK(nullptr, checkComm(comm));
   unregister(comm);
   comm->impl->abort("chorusCommAbort");
-  comm->impl.reset();
-  delete comm;
+  comm->impl.reset();  // the handle stays (see chorusComm)
   return chorusSuccess;
 }
 

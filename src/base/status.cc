@@ -19,31 +19,40 @@ const char* codeName(Code code) {
   return "Unknown";
 }
 
-Status::Status(Code code, std::string message, SourceLoc where)
-    : code_(code), message_(std::move(message)), file_(where.file), line_(where.line) {}
+Status::Status(Code code, std::string message, SourceLoc where) {
+  // Code::kOk with a message is still ok: nothing to keep.
+  if (code != Code::kOk)
+    rep_ = std::make_unique<Rep>(Rep{code, std::move(message), where.file, where.line});
+}
+
+const std::string& Status::message() const {
+  static const std::string kEmpty;
+  return rep_ ? rep_->message : kEmpty;
+}
 
 std::string Status::toString() const {
   if (ok()) return "Success";
-  std::string s = codeName(code_);
+  std::string s = codeName(rep_->code);
   s += ": ";
-  s += message_;
-  if (file_ && *file_) {
-    const char* base = std::strrchr(file_, '/');
+  s += rep_->message;
+  if (rep_->file && *rep_->file) {
+    const char* base = std::strrchr(rep_->file, '/');
     s += " [";
-    s += base ? base + 1 : file_;
+    s += base ? base + 1 : rep_->file;
     s += ':';
-    s += std::to_string(line_);
+    s += std::to_string(rep_->line);
     s += ']';
   }
   return s;
 }
 
 Status Status::withContext(std::string_view context) const {
-  if (ok()) return *this;
+  if (ok()) return Status();
   Status s = *this;
-  s.message_.assign(context);
-  s.message_ += ": ";
-  s.message_ += message_;
+  std::string m(context);
+  m += ": ";
+  m += rep_->message;
+  s.rep_->message = std::move(m);
   return s;
 }
 

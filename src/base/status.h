@@ -6,6 +6,7 @@
 // surfaced.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -42,14 +43,23 @@ class [[nodiscard]] Status {
   Status() = default;
   Status(Code code, std::string message,
          SourceLoc where = SourceLoc::current());
+  Status(const Status& o) : rep_(o.rep_ ? std::make_unique<Rep>(*o.rep_) : nullptr) {}
+  Status& operator=(const Status& o) {
+    if (this != &o) rep_ = o.rep_ ? std::make_unique<Rep>(*o.rep_) : nullptr;
+    return *this;
+  }
+  Status(Status&&) noexcept = default;
+  Status& operator=(Status&&) noexcept = default;
 
   static Status okStatus() { return Status(); }
 
-  bool ok() const { return code_ == Code::kOk; }
-  Code code() const { return code_; }
-  const std::string& message() const { return message_; }
-  const char* file() const { return file_; }
-  int line() const { return line_; }
+  // An ok Status is one null pointer: returning and testing one costs next to nothing on the
+  // per-call path.
+  bool ok() const { return rep_ == nullptr; }
+  Code code() const { return rep_ ? rep_->code : Code::kOk; }
+  const std::string& message() const;
+  const char* file() const { return rep_ ? rep_->file : ""; }
+  int line() const { return rep_ ? rep_->line : 0; }
 
   // "InvalidUsage: <message> [file.cc:123]"
   std::string toString() const;
@@ -61,10 +71,13 @@ class [[nodiscard]] Status {
   void ignore() const {}
 
  private:
-  Code code_ = Code::kOk;
-  std::string message_;
-  const char* file_ = "";
-  int line_ = 0;
+  struct Rep {
+    Code code;
+    std::string message;
+    const char* file;
+    int line;
+  };
+  std::unique_ptr<Rep> rep_;
 };
 
 inline Status invalidArgument(std::string msg,

@@ -346,6 +346,7 @@ Status Communicator::calibrate() {
     }
   }
   plans_.clear();  // chosen with the old constants
+  lastPlan_.reset();
   if (rank_ == 0) {
     CHORUS_LOG(INFO, TUNE) << "CHORUS_TUNE=measure took "
                            << std::chrono::duration<double, std::milli>(

@@ -33,8 +33,9 @@ Status Communicator::checkUsable() const {
 Status Communicator::runPlan(const exec::Plan& plan, exec::Bindings& bind, DataType dtype,
                              ReduceOp op, const exec::OpIdentity& id) {
   // Lazy connections (CHORUS_CONNECT=lazy): the plan's peers now; eager: nothing to do.
-  CHORUS_RETURN_IF_ERROR(
-      peers_->connect(plan.schedule.peers).withContext(exec::describeCall(id, plan.schedule.algo.c_str())));
+  Status connected = peers_->connect(plan.schedule.peers);
+  if (!connected.ok())
+    return connected.withContext(exec::describeCall(id, plan.schedule.algo.c_str()));
   env_.wait.deadline = net::deadlineIn(timeoutSeconds_);
   return executor_.run(plan, bind, dtype, op, id, env_);
 }
@@ -94,10 +95,18 @@ Status Communicator::runNow(const CollArgs& a) {
     for (const auto* v : {&a.sendCounts, &a.sendDispls, &a.recvCounts, &a.recvDispls})
       key.extra.insert(key.extra.end(), v->begin(), v->end());
   }
-  std::shared_ptr<const exec::Plan> plan = plans_.find(key);
-  if (!plan) {
-    CHORUS_ASSIGN_OR_RETURN(plan, planFor(describe(a, inPlace)));
-    plans_.insert(key, plan);
+  // The last call's plan first: a repeated call (the latency-bound case) skips the hash.
+  std::shared_ptr<const exec::Plan> plan;
+  if (lastPlan_ && key == lastKey_) {
+    plan = lastPlan_;
+  } else {
+    plan = plans_.find(key);
+    if (!plan) {
+      CHORUS_ASSIGN_OR_RETURN(plan, planFor(describe(a, inPlace)));
+      plans_.insert(key, plan);
+    }
+    lastKey_ = key;
+    lastPlan_ = plan;
   }
 
   exec::OpIdentity id;
@@ -108,8 +117,13 @@ Status Communicator::runNow(const CollArgs& a) {
   id.root = a.root;
   id.seq = ++collSeq_;
   exec::Bindings& bind = bindings_;
-  bind.buf.assign({const_cast<std::byte*>(send), recv, nullptr});
-  bind.bytes.assign({inBytes, outBytes, 0});
+  bind.buf.resize(sched::kFirstUserBuf);
+  bind.bytes.resize(sched::kFirstUserBuf);
+  bind.buf[sched::kInput] = const_cast<std::byte*>(send);
+  bind.buf[sched::kOutput] = recv;
+  bind.buf[sched::kScratch] = nullptr;
+  bind.bytes[sched::kInput] = inBytes;
+  bind.bytes[sched::kOutput] = outBytes;
   Status st = runPlan(*plan, bind, a.dtype, op, id);
   if (!st.ok()) return fail(st);
   if (plan != lastCounted_) {
@@ -154,9 +168,30 @@ Status Communicator::collective(const CollArgs& args) {
   return queue_.runOrdered([this, &args] { return runNow(args); });
 }
 
+namespace {
+
+// Nonblocking calls: the operation travels in its request.
+struct CollRequest final : Request {
+  CollRequest(Communicator* c, CollArgs a) : comm(c), args(std::move(a)) {}
+  Status run() override { return comm->runCollective(args); }
+  Communicator* comm;
+  CollArgs args;
+};
+
+struct P2PRequest final : Request {
+  P2PRequest(Communicator* c, std::vector<P2POp> o) : comm(c), ops(std::move(o)) {}
+  Status run() override { return comm->runPointToPoint(ops); }
+  Communicator* comm;
+  std::vector<P2POp> ops;
+};
+
+}  // namespace
+
 StatusOr<std::shared_ptr<Request>> Communicator::collectiveAsync(CollArgs args) {
   const bool now = urgent(args);
-  return queue_.enqueue([this, a = std::move(args)] { return runNow(a); }, now);
+  auto req = std::make_shared<CollRequest>(this, std::move(args));
+  queue_.enqueue(req, now);
+  return std::shared_ptr<Request>(std::move(req));
 }
 
 Status Communicator::sendRecv(std::vector<P2POp> ops) {
@@ -166,8 +201,9 @@ Status Communicator::sendRecv(std::vector<P2POp> ops) {
 StatusOr<std::shared_ptr<Request>> Communicator::sendRecvAsync(std::vector<P2POp> ops) {
   uint64_t bytes = 0;
   for (const P2POp& op : ops) bytes += op.count * dataTypeSize(op.dtype);
-  return queue_.enqueue([this, o = std::move(ops)] { return runP2PNow(o); },
-                        bytes >= kUrgentBytes);
+  auto req = std::make_shared<P2PRequest>(this, std::move(ops));
+  queue_.enqueue(req, bytes >= kUrgentBytes);
+  return std::shared_ptr<Request>(std::move(req));
 }
 
 // ---- Failure -----------------------------------------------------------------------------

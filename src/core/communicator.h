@@ -94,6 +94,10 @@ class Communicator {
   /// Cancels every connection (peers learn why) and fails queued operations.
   void abort(const std::string& why);
 
+  /// What a queued request runs (with the execution lock held, in order).
+  Status runCollective(const CollArgs& args) { return runNow(args); }
+  Status runPointToPoint(const std::vector<P2POp>& ops) { return runP2PNow(ops); }
+
   /// Completes `req`, running queued operations on this thread until it is done.
   Status waitFor(const std::shared_ptr<Request>& req) { return queue_.wait(req); }
 
@@ -154,6 +158,8 @@ class Communicator {
   std::unique_ptr<HostWindow> window_;
 
   PlanCache plans_;
+  PlanKey lastKey_;  // the last collective's signature and plan
+  std::shared_ptr<const exec::Plan> lastPlan_;
   exec::Executor executor_;
   exec::ExecEnv env_;
   exec::Bindings bindings_;  // reused from call to call

@@ -23,26 +23,25 @@ OpQueue::~OpQueue() {
 }
 
 bool OpQueue::runNext() {
-  std::pair<Work, std::shared_ptr<Request>> item;
+  std::shared_ptr<Request> req;
   {
     std::lock_guard<std::mutex> lock(queueMu_);
     if (queue_.empty()) return false;
-    item = std::move(queue_.front());
+    req = std::move(queue_.front());
     queue_.pop_front();
   }
-  Status s = item.first();
+  Status s = req->run();
   if (!s.ok() && report_) report_(s);
-  item.second->finish(std::move(s));
+  req->finish(std::move(s));
   queued_.fetch_sub(1, std::memory_order_acq_rel);
   return true;
 }
 
-std::shared_ptr<Request> OpQueue::enqueue(Work work, bool urgent) {
-  auto req = std::make_shared<Request>();
+void OpQueue::enqueue(std::shared_ptr<Request> req, bool urgent) {
   bool wake;
   {
     std::lock_guard<std::mutex> lock(queueMu_);
-    queue_.emplace_back(std::move(work), req);
+    queue_.push_back(std::move(req));
     queued_.fetch_add(1, std::memory_order_acq_rel);
     lastWork_ = std::chrono::steady_clock::now();
     if (!worker_.joinable()) {
@@ -53,7 +52,6 @@ std::shared_ptr<Request> OpQueue::enqueue(Work work, bool urgent) {
     if (wake) workerTicking_ = true;  // it will tick from its next wake-up on
   }
   if (wake) queueCv_.notify_one();
-  return req;
 }
 
 Status OpQueue::wait(const std::shared_ptr<Request>& req) {
@@ -67,14 +65,13 @@ Status OpQueue::wait(const std::shared_ptr<Request>& req) {
     std::lock_guard<std::mutex> exec(execMu_);  // waits out an operation the worker is running
     if (!runNext()) break;                      // nothing queued: ours has finished
   }
-  bool more;
   {
     std::lock_guard<std::mutex> lock(queueMu_);
     --waiters_;
-    more = !queue_.empty();
   }
-  // What is left is the worker's again; it ticks, but need not wait for its tick.
-  if (more) queueCv_.notify_one();
+  // What is left is the worker's again. It is ticking (work came in within kIdleMs), so no
+  // wake-up: a caller that waits for its requests one after another (the usual pattern) runs
+  // them itself, without a system call or a hand-off per request.
   req->test(&s);
   return s;
 }
@@ -82,7 +79,7 @@ Status OpQueue::wait(const std::shared_ptr<Request>& req) {
 void OpQueue::failQueued(const Status& why) {
   std::lock_guard<std::mutex> lock(queueMu_);
   for (auto& item : queue_) {
-    item.second->finish(why);
+    item->finish(why);
     queued_.fetch_sub(1, std::memory_order_acq_rel);
   }
   queue_.clear();

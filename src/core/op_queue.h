@@ -30,11 +30,17 @@
 
 namespace chorus {
 
-/// A nonblocking operation's completion.
+/// A queued operation and its completion. The operation lives in the request (one allocation
+/// per nonblocking call).
 class Request {
  public:
+  virtual ~Request() = default;
   /// Never blocks; *out gets the result once done.
   bool test(Status* out);
+
+ protected:
+  /// Runs the operation (called once, in order, with the execution lock held).
+  virtual Status run() = 0;
 
  private:
   friend class OpQueue;
@@ -45,7 +51,6 @@ class Request {
 
 class OpQueue {
  public:
-  using Work = std::function<Status()>;
   static constexpr int kTickMs = 2;
   static constexpr int kIdleMs = 200;
 
@@ -60,10 +65,17 @@ class OpQueue {
       std::lock_guard<std::mutex> exec(execMu_);
       if (queued_.load(std::memory_order_acquire) == 0) return work();
     }
-    return wait(enqueue(Work(std::forward<F>(work)), false));
+    struct Fn final : Request {
+      explicit Fn(F& f) : f_(f) {}
+      Status run() override { return f_(); }
+      F& f_;
+    };
+    auto req = std::make_shared<Fn>(work);
+    enqueue(req, false);
+    return wait(req);  // `work` outlives the request's run: wait() returns after it
   }
-  /// Queues `work`; `urgent` wakes the progress thread now.
-  std::shared_ptr<Request> enqueue(Work work, bool urgent);
+  /// Queues `req`; `urgent` wakes the progress thread now.
+  void enqueue(std::shared_ptr<Request> req, bool urgent);
   /// Completes `req`, running queued operations on this thread until it is done.
   Status wait(const std::shared_ptr<Request>& req);
   /// Fails every queued operation with `why` (abort).
@@ -79,7 +91,7 @@ class OpQueue {
   std::mutex execMu_;
   std::mutex queueMu_;
   std::condition_variable queueCv_;
-  std::deque<std::pair<Work, std::shared_ptr<Request>>> queue_;
+  std::deque<std::shared_ptr<Request>> queue_;
   std::atomic<size_t> queued_{0};
   int waiters_ = 0;        // threads inside wait(); the worker stands aside while > 0
   bool stopping_ = false;

@@ -137,7 +137,7 @@ WindowHeader Executor::windowHeader(const Plan& plan, const OpIdentity& id) cons
 
 Status Executor::checkWindowHeader(int peer, const Plan& plan, const OpIdentity& id,
                                    const ExecEnv& env) const {
-  const WindowHeader mine = windowHeader(plan, id);
+  const WindowHeader& mine = myHeader_;
   const WindowHeader theirs = env.window->header(peer, id.seq);
   if (theirs == mine) return Status();
   OpIdentity other;
@@ -168,8 +168,11 @@ Status Executor::enterWindow(const Plan& plan, const OpIdentity& id, const ExecE
     }
   }
   signalled_ = 0;
-  headerChecked_.assign(static_cast<size_t>(env.nranks), 0);
-  if (!plan.window) w.enter(id.seq, windowHeader(plan, id));
+  if (headerCheckedAt_.size() != static_cast<size_t>(env.nranks))
+    headerCheckedAt_.assign(static_cast<size_t>(env.nranks), 0);
+  ++runEpoch_;
+  myHeader_ = windowHeader(plan, id);
+  if (!plan.window) w.enter(id.seq, myHeader_);
   return Status();
 }
 
@@ -182,18 +185,18 @@ Status Executor::awaitWindow(const sched::Step& s, size_t index, const Plan& pla
   if (!st.ok())
     return st.withContext(describeCall(id, plan.schedule.algo.c_str()) + " " +
                           describeStep(s, index));
-  uint8_t& checked = headerChecked_[static_cast<size_t>(s.peer)];
-  if (checked) return Status();
-  checked = 1;
+  uint64_t& checked = headerCheckedAt_[static_cast<size_t>(s.peer)];
+  if (checked == runEpoch_) return Status();
+  checked = runEpoch_;
   return checkWindowHeader(s.peer, plan, id, env);
 }
 
 Status Executor::run(const Plan& plan, Bindings& bind, DataType dtype, ReduceOp op,
                      const OpIdentity& id, const ExecEnv& env) {
-  buf_.assign(bind.buf.begin(), bind.buf.end());
-  if (buf_.size() < sched::kFirstUserBuf) buf_.resize(sched::kFirstUserBuf, nullptr);
-  bytes_.assign(bind.bytes.begin(), bind.bytes.end());
-  if (bytes_.size() < sched::kFirstUserBuf) bytes_.resize(sched::kFirstUserBuf, 0);
+  if (bind.buf.size() < sched::kFirstUserBuf) bind.buf.resize(sched::kFirstUserBuf, nullptr);
+  if (bind.bytes.size() < bind.buf.size()) bind.bytes.resize(bind.buf.size(), 0);
+  buf_ = bind.buf.data();
+  bytes_ = bind.bytes.data();
   bytes_[sched::kScratch] = plan.schedule.scratchBytes;
   if (plan.schedule.scratchBytes > 0 && buf_[sched::kScratch] == nullptr)
     buf_[sched::kScratch] = scratch(plan.schedule.scratchBytes);
@@ -231,7 +234,7 @@ Status Executor::runSequential(const Plan& plan, const OpIdentity& id, DataType 
         break;
       case StepKind::kSignal:
         if (++signalled_ == 1)
-          env.window->enter(id.seq, windowHeader(plan, id));
+          env.window->enter(id.seq, myHeader_);
         else
           env.window->signal(id.seq, signalled_);
         break;
@@ -375,36 +378,8 @@ Status Executor::runDataflow(const Plan& plan, const OpIdentity& id, DataType dt
       return remoteError(call() + ": the communicator was aborted on rank " +
                          std::to_string(env.rank) + " (chorusCommAbort)");
 
-    // Headers first: a mismatch must be reported before any data op can fail on sizes.
-    // A transport error seen here waits for the end of the round: if another peer's header
-    // shows the calls disagree, that is the root cause and the error to report.
-    if (headersPending > 0) {
-      Status transportError;
-      auto testOne = [&](PeerRun& p, Op& op, bool& flag, bool check) -> Status {
-        if (flag) return Status();
-        bool done = false;
-        Status st = p.conn->test(op, &done);
-        if (!st.ok()) {
-          if (transportError.ok()) transportError = st.withContext(call());
-          return Status();
-        }
-        if (!done) return Status();
-        flag = true;
-        --headersPending;
-        progressed = true;
-        return check ? checkHeader(p) : Status();
-      };
-      for (size_t k = 0; k < np; ++k) {
-        PeerRun& p = *peerRuns_[k];
-        CHORUS_RETURN_IF_ERROR(testOne(p, p.headerRecvOp, p.headerRecvd, true));
-        CHORUS_RETURN_IF_ERROR(testOne(p, p.headerSendOp, p.headerSent, false));
-        if (p.headerRecvd) CHORUS_RETURN_IF_ERROR(testOne(p, p.handleRecvOp, p.handlesRecvd, false));
-        CHORUS_RETURN_IF_ERROR(testOne(p, p.handleSendOp, p.handlesSent, false));
-      }
-      if (!transportError.ok()) return transportError;
-    }
-
     // Post every send/recv that is at the head of its peer's queue and whose deps are done.
+    // First, so that what is posted now leaves with the headers (one write per connection).
     for (size_t pi = 0; pi < np; ++pi) {
       PeerRun& p = *peerRuns_[pi];
       const Plan::Peer& pp = plan.peers[pi];
@@ -443,6 +418,38 @@ Status Executor::runDataflow(const Plan& plan, const OpIdentity& id, DataType dt
       }
     }
 
+    // One pass over each connection (its sends, its receives); the ops are then checked.
+    for (size_t k = 0; k < np; ++k) peerRuns_[k]->conn->progress().ignore();
+
+    // Headers first: a mismatch must be reported before any data op can fail on sizes.
+    // A transport error seen here waits for the end of the round: if another peer's header
+    // shows the calls disagree, that is the root cause and the error to report.
+    if (headersPending > 0) {
+      Status transportError;
+      auto testOne = [&](PeerRun& p, Op& op, bool& flag, bool check) -> Status {
+        if (flag) return Status();
+        bool done = false;
+        Status st = p.conn->check(op, &done);
+        if (!st.ok()) {
+          if (transportError.ok()) transportError = st.withContext(call());
+          return Status();
+        }
+        if (!done) return Status();
+        flag = true;
+        --headersPending;
+        progressed = true;
+        return check ? checkHeader(p) : Status();
+      };
+      for (size_t k = 0; k < np; ++k) {
+        PeerRun& p = *peerRuns_[k];
+        CHORUS_RETURN_IF_ERROR(testOne(p, p.headerRecvOp, p.headerRecvd, true));
+        CHORUS_RETURN_IF_ERROR(testOne(p, p.headerSendOp, p.headerSent, false));
+        if (p.headerRecvd) CHORUS_RETURN_IF_ERROR(testOne(p, p.handleRecvOp, p.handlesRecvd, false));
+        CHORUS_RETURN_IF_ERROR(testOne(p, p.handleSendOp, p.handlesSent, false));
+      }
+      if (!transportError.ok()) return transportError;
+    }
+
     // Local, one-sided and window steps inline. A one-sided step waits for its peer's header
     // and handles; an await waits for its signal; the others go first.
     for (size_t k = 0; k < readyLocal_.size();) {
@@ -479,7 +486,7 @@ Status Executor::runDataflow(const Plan& plan, const OpIdentity& id, DataType dt
         CHORUS_RETURN_IF_ERROR(awaitWindow(s, i, plan, id, env));
       } else if (s.kind == StepKind::kSignal) {
         if (++signalled_ == 1)
-          env.window->enter(id.seq, windowHeader(plan, id));
+          env.window->enter(id.seq, myHeader_);
         else
           env.window->signal(id.seq, signalled_);
       } else if (s.kind == StepKind::kGet) {
@@ -503,7 +510,7 @@ Status Executor::runDataflow(const Plan& plan, const OpIdentity& id, DataType dt
       Posted& po = posted_[k];
       PeerRun& p = *peerRuns_[static_cast<size_t>(po.peerIdx)];
       bool done = false;
-      Status st = p.conn->test(po.op, &done);
+      Status st = p.conn->check(po.op, &done);
       if (!st.ok()) return st.withContext(call() + " " + describeStep(steps[po.step], po.step));
       if (!done) {
         ++k;

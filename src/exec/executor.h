@@ -111,7 +111,8 @@ struct ExecEnv {
 
 /// The buffers of one run, by BufId: input, output, scratch (null: the executor's own), the
 /// window (bound by the executor), then the user buffers of a grouped point-to-point plan; and
-/// the size of each (what a peer may read of input, output and scratch).
+/// the size of each (what a peer may read of input, output and scratch). The executor fills in
+/// the scratch and window entries; the caller keeps one Bindings for call after call.
 struct Bindings {
   std::vector<std::byte*> buf;
   std::vector<uint64_t> bytes;
@@ -153,17 +154,19 @@ class Executor {
   std::byte* scratch(uint64_t bytes);
 
   // Per run, reused from run to run (no allocation once warm).
-  std::vector<std::byte*> buf_;
+  std::byte** buf_ = nullptr;  // the run's Bindings (by BufId), which the executor may fill in
   std::vector<uint32_t> remaining_;
   std::vector<uint32_t> readyLocal_;
-  std::vector<uint8_t> headerChecked_;  // window plans: per rank
-  std::vector<uint64_t> bytes_;
+  std::vector<uint64_t> headerCheckedAt_;  // per rank: the run whose window header was checked
+  uint64_t runEpoch_ = 0;
+  uint64_t* bytes_ = nullptr;
   std::vector<std::unique_ptr<PeerRun>> peerRuns_;
   std::vector<Posted> posted_;
   std::vector<int> freeSlots_;
   std::vector<pollfd> fds_;
   std::vector<WaitWord> words_;
   uint32_t signalled_ = 0;
+  WindowHeader myHeader_;  // this run's header in the host window
 
   std::vector<std::unique_ptr<std::byte[]>> staging_;
   std::vector<uint64_t> stagingSize_;

@@ -231,15 +231,21 @@ void ShmConnection::peerGone(const Status& why) {
   goneWhy_ = why;
 }
 
-void ShmConnection::progress() {
-  if (failed_) return;
-  progressSends();
-  progressRecvs();
-  if (!failed_) checkPeerState();
+Status ShmConnection::progress() {
+  if (!failed_) {
+    progressSends();
+    progressRecvs();
+    if (!failed_) checkPeerState();
+  }
+  return failed_ ? failure_ : Status();
 }
 
 Status ShmConnection::test(Op& op, bool* done) {
-  progress();
+  progress().ignore();
+  return check(op, done);
+}
+
+Status ShmConnection::check(Op& op, bool* done) {
   const uint64_t dir = op.id & 1;
   const uint64_t seq = (op.id >> 1) - 1;
   *done = seq < completed_[dir];

@@ -99,6 +99,8 @@ class ShmConnection final : public Connection {
   StatusOr<Op> postSend(const void* src, size_t bytes, Tag tag) override;
   StatusOr<Op> postRecv(void* dst, size_t bytes, Tag tag) override;
   Status test(Op& op, bool* done) override;
+  Status progress() override;
+  Status check(Op& op, bool* done) override;
   Status cancel(const Status& why) override;
   void pollInfo(int* fd, short* events) const override;
   bool prepareWait(std::vector<WaitWord>& words) override;
@@ -131,7 +133,6 @@ class ShmConnection final : public Connection {
     size_t received;
   };
 
-  void progress();
   void progressSends();
   void progressRecvs();
   void checkPeerState();

@@ -73,15 +73,17 @@ struct ShmWindow::RankCtl {
 
 ShmWindow::~ShmWindow() = default;
 
-ShmWindow::RankCtl& ShmWindow::ctl(int rank) const {
-  return *reinterpret_cast<RankCtl*>(seg_.data() + sizeof(SegHeader) +
-                                     static_cast<size_t>(rank) * rankBytes_);
-}
-
-ShmWindow::Line& ShmWindow::line(int rank, uint64_t seq) const {
-  std::byte* base = reinterpret_cast<std::byte*>(&ctl(rank)) + roundUp(sizeof(RankCtl), 64) +
-                    static_cast<size_t>(seq & 1) * parityBytes_;
-  return *reinterpret_cast<Line*>(base);
+void ShmWindow::mapRanks() {
+  ctls_.clear();
+  lines_[0].clear();
+  lines_[1].clear();
+  for (int r = 0; r < nranks_; ++r) {
+    std::byte* base = seg_.data() + sizeof(SegHeader) + static_cast<size_t>(r) * rankBytes_;
+    ctls_.push_back(reinterpret_cast<RankCtl*>(base));
+    for (int p = 0; p < 2; ++p)
+      lines_[p].push_back(reinterpret_cast<Line*>(base + roundUp(sizeof(RankCtl), 64) +
+                                                  static_cast<size_t>(p) * parityBytes_));
+  }
 }
 
 std::byte* ShmWindow::region(int rank, int parity) const {
@@ -130,6 +132,7 @@ StatusOr<std::unique_ptr<ShmWindow>> ShmWindow::create(int rank, int nranks, uin
     while (sh->attached.load(std::memory_order_acquire) < static_cast<uint32_t>(nranks - 1))
       CHORUS_RETURN_IF_ERROR(idle("waiting for every rank to map it"));
     h->seg_.unlink();  // the last rank to map it removed the name already
+    h->mapRanks();
     return h;
   }
   while (true) {
@@ -147,6 +150,7 @@ StatusOr<std::unique_ptr<ShmWindow>> ShmWindow::create(int rank, int nranks, uin
             static_cast<uint32_t>(nranks - 1))
           seg->removeName();
         h->seg_ = std::move(seg).value();
+        h->mapRanks();
         return h;
       }
     } else if (seg.status().code() != Code::kTimeout) {

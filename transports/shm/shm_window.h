@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "transports/shm/segment.h"
 #include "transports/transport.h"
@@ -58,8 +59,11 @@ class ShmWindow final : public HostWindow {
 
  private:
   ShmWindow() = default;
-  RankCtl& ctl(int rank) const;
-  Line& line(int rank, uint64_t seq) const;
+  RankCtl& ctl(int rank) const { return *ctls_[static_cast<size_t>(rank)]; }
+  Line& line(int rank, uint64_t seq) const {
+    return *lines_[seq & 1][static_cast<size_t>(rank)];
+  }
+  void mapRanks();
   void publish(uint64_t seq, uint32_t count);
   Status failureOf(int rank) const;
 
@@ -70,6 +74,9 @@ class ShmWindow final : public HostWindow {
   uint64_t roundBytes_ = 0;
   size_t parityBytes_ = 0;  // one parity's line + region, rounded to cache lines
   size_t rankBytes_ = 0;
+  // Where each rank's control block and lines are (computed once: the per-call path is a load).
+  std::vector<RankCtl*> ctls_;
+  std::vector<Line*> lines_[2];
 };
 
 }  // namespace chorus::shm

@@ -40,10 +40,9 @@ StatusOr<Op> TcpConnection::postSend(const void* src, size_t bytes, Tag tag) {
   SendOp s{static_cast<const uint8_t*>(src), bytes, {}, 0};
   wire::encodeFrameHeader(FrameHeader{FrameType::kData, tag, bytes}, s.header);
   sends_.push_back(s);
-  Op op = makeOp(kSend, posted_[kSend]++);
-  // Starting the send now saves a round trip through the caller's wait loop for small messages.
-  if (sends_.size() == 1) progressSends();
-  return op;
+  // Not sent yet: the next progress() sends everything posted since in one sendmsg, so a
+  // header and the data behind it leave together.
+  return makeOp(kSend, posted_[kSend]++);
 }
 
 StatusOr<Op> TcpConnection::postRecv(void* dst, size_t bytes, Tag tag) {
@@ -53,21 +52,32 @@ StatusOr<Op> TcpConnection::postRecv(void* dst, size_t bytes, Tag tag) {
                            std::to_string(bytes) + " bytes");
   recvs_.push_back(RecvOp{static_cast<uint8_t*>(dst), bytes, tag});
   Op op = makeOp(kRecv, posted_[kRecv]++);
-  // A header may already be waiting for exactly this receive.
-  if (recvs_.size() == 1 && recvState_ == RecvState::kData && !matched_) progressRecvs();
+  // A frame may already be waiting for exactly this receive (in the buffer, or at its head).
+  if (recvs_.size() == 1 && (rbegin_ < rend_ || (recvState_ == RecvState::kData && !matched_)))
+    progressRecvs();
   return op;
 }
 
+Status TcpConnection::progress() {
+  if (!failed_) {
+    progressSends();
+    progressRecvs();
+  }
+  return failed_ ? failure_ : Status();
+}
+
 Status TcpConnection::test(Op& op, bool* done) {
+  if (!failed_) progress().ignore();
+  return check(op, done);
+}
+
+Status TcpConnection::check(Op& op, bool* done) {
   *done = false;
   const uint64_t dir = op.id & 1;
   const uint64_t seq = (op.id >> 1) - 1;
   if (op.id < 2 || seq >= posted_[dir])
     return invalidUsage("op " + std::to_string(op.id) +
                         " was not posted on the connection to rank " + std::to_string(peer_));
-  // Progress even for an op already known to be done: callers may drive the whole connection
-  // through any op of theirs.
-  if (!failed_) progress();
   if (seq < completed_[dir]) {
     *done = true;
     return Status();
@@ -86,17 +96,15 @@ void TcpConnection::pollInfo(int* fd, short* events) const {
     *events = 0;
     return;
   }
-  const bool backPressured = recvState_ == RecvState::kData && !matched_ && recvs_.empty();
+  // Data waiting for a receive that is not posted: stop reading until one is (the kernel's
+  // buffers, then the sender, absorb the rest).
+  const bool backPressured = recvs_.empty() && (rbegin_ < rend_ ||
+                                                (recvState_ == RecvState::kData && !matched_));
   short ev = 0;
   if (!backPressured) ev |= POLLIN;
   if (!sends_.empty()) ev |= POLLOUT;
   *fd = fd_.get();
   *events = ev;
-}
-
-void TcpConnection::progress() {
-  progressSends();
-  progressRecvs();
 }
 
 void TcpConnection::progressSends() {
@@ -152,24 +160,42 @@ void TcpConnection::progressSends() {
   }
 }
 
+// Reads what the socket has into the receive buffer (which must be empty); false when nothing
+// came (would block) or the connection failed.
+bool TcpConnection::fillBuffer() {
+  rbegin_ = rend_ = 0;
+  while (true) {
+    ssize_t r = ::recv(fd_.get(), rbuf_.data(), rbuf_.size(), MSG_DONTWAIT);
+    if (r > 0) {
+      rend_ = static_cast<size_t>(r);
+      return true;
+    }
+    if (r == 0) {
+      onPeerGone(0);
+      return false;
+    }
+    const int err = errno;
+    if (err == EINTR) continue;
+    if (!wouldBlock(err)) {
+      if (connectionLost(err)) onPeerGone(err);
+      else fail(errnoStatus("recv", peerName(), err));
+    }
+    return false;
+  }
+}
+
+// Small frames come many to a read: the socket is read into rbuf_ and frames are taken from
+// there. A large payload is read straight into its receive buffer (no copy), together with
+// whatever follows it into rbuf_.
 void TcpConnection::progressRecvs() {
   while (!failed_) {
     if (recvState_ == RecvState::kHeader) {
-      if (headerFilled_ < kFrameHeaderBytes) {
-        ssize_t r = ::recv(fd_.get(), header_ + headerFilled_, kFrameHeaderBytes - headerFilled_,
-                           MSG_DONTWAIT);
-        if (r == 0) return onPeerGone(0);
-        if (r < 0) {
-          int err = errno;
-          if (err == EINTR) continue;
-          if (wouldBlock(err)) return;
-          if (connectionLost(err)) return onPeerGone(err);
-          return fail(errnoStatus("recv", peerName(), err));
-        }
-        headerFilled_ += static_cast<size_t>(r);
-        continue;
-      }
-      onHeader();
+      if (rbegin_ == rend_ && !fillBuffer()) return;
+      const size_t take = std::min(kFrameHeaderBytes - headerFilled_, rend_ - rbegin_);
+      std::memcpy(header_ + headerFilled_, rbuf_.data() + rbegin_, take);
+      rbegin_ += take;
+      headerFilled_ += take;
+      if (headerFilled_ == kFrameHeaderBytes) onHeader();
       continue;
     }
     if (recvState_ == RecvState::kAbort) {
@@ -195,9 +221,22 @@ void TcpConnection::progressRecvs() {
       payloadFilled_ = 0;
     }
     RecvOp& r = recvs_.front();
+    if (payloadFilled_ < r.bytes && rbegin_ < rend_) {
+      const size_t take = std::min(r.bytes - payloadFilled_, rend_ - rbegin_);
+      std::memcpy(r.data + payloadFilled_, rbuf_.data() + rbegin_, take);
+      rbegin_ += take;
+      payloadFilled_ += take;
+      stats_.bytesRecv += take;
+    }
     if (payloadFilled_ < r.bytes) {
-      iovec iov[2] = {{r.data + payloadFilled_, r.bytes - payloadFilled_},
-                      {header_, kFrameHeaderBytes}};
+      // rbuf_ is empty here. A payload larger than the buffer goes straight to its destination.
+      const size_t left = r.bytes - payloadFilled_;
+      if (left < rbuf_.size()) {
+        if (!fillBuffer()) return;
+        continue;
+      }
+      rbegin_ = rend_ = 0;
+      iovec iov[2] = {{r.data + payloadFilled_, left}, {rbuf_.data(), rbuf_.size()}};
       ssize_t n = ::readv(fd_.get(), iov, 2);
       if (n == 0) return onPeerGone(0);
       if (n < 0) {
@@ -207,10 +246,10 @@ void TcpConnection::progressRecvs() {
         if (connectionLost(err)) return onPeerGone(err);
         return fail(errnoStatus("readv", peerName(), err));
       }
-      const size_t k = std::min(static_cast<size_t>(n), r.bytes - payloadFilled_);
+      const size_t k = std::min(static_cast<size_t>(n), left);
       payloadFilled_ += k;
       stats_.bytesRecv += k;
-      headerFilled_ = static_cast<size_t>(n) - k;
+      rend_ = static_cast<size_t>(n) - k;
     }
     if (payloadFilled_ == r.bytes) {
       recvs_.pop_front();
@@ -240,6 +279,11 @@ void TcpConnection::onHeader() {
 }
 
 void TcpConnection::readAbortMessage() {
+  if (rbegin_ < rend_) {
+    const size_t take = std::min(frame_.length - abortMessage_.size(), rend_ - rbegin_);
+    abortMessage_.append(reinterpret_cast<const char*>(rbuf_.data() + rbegin_), take);
+    rbegin_ += take;
+  }
   while (abortMessage_.size() < frame_.length) {
     char buf[kMaxAbortMessage];
     ssize_t r = ::recv(fd_.get(), buf, frame_.length - abortMessage_.size(), MSG_DONTWAIT);

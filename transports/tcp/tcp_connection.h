@@ -1,10 +1,11 @@
 // One established TCP connection to a peer. Internal to transports/tcp/.
 //
-// Sends leave in FIFO order; several queued frames go out in one sendmsg() so small messages do
-// not cost a syscall each. Receives read one frame header at a time; a DATA frame is matched to
-// the oldest posted receive and its payload lands straight in that buffer (the read of a payload's
-// tail also picks up the next header, saving a syscall per message). When a header arrives and
-// no receive is posted, reading stops there: the kernel buffers, then the sender, absorb the
+// Sends leave in FIFO order; postSend() only queues, and progress() sends everything queued in
+// one sendmsg(), so a consistency header and the small message behind it cost one system call.
+// Receives read the socket into a 64 KiB buffer and take frames from it, several small frames
+// per read; a DATA frame is matched to the oldest posted receive, and a payload larger than the
+// buffer is read straight into that receive's memory (no copy). When a frame waits and no
+// receive is posted, reading stops there: the kernel buffers, then the sender, absorb the
 // excess, and pollInfo() stops asking for POLLIN so a blocked waiter does not spin.
 //
 // Once anything fails — a size/tag mismatch, an ABORT from the peer, EOF or reset, a local
@@ -17,6 +18,7 @@
 #include <cstdint>
 #include <deque>
 #include <string>
+#include <vector>
 
 #include "src/base/socket_util.h"
 #include "transports/tcp/wire.h"
@@ -34,6 +36,8 @@ class TcpConnection final : public Connection {
   StatusOr<Op> postSend(const void* src, size_t bytes, Tag tag) override;
   StatusOr<Op> postRecv(void* dst, size_t bytes, Tag tag) override;
   Status test(Op& op, bool* done) override;
+  Status progress() override;
+  Status check(Op& op, bool* done) override;
   Status cancel(const Status& why) override;
   void pollInfo(int* fd, short* events) const override;
   ConnStats stats() const override { return stats_; }
@@ -54,9 +58,9 @@ class TcpConnection final : public Connection {
   };
   enum class RecvState { kHeader, kData, kAbort };
 
-  void progress();
   void progressSends();
   void progressRecvs();
+  bool fillBuffer();
   // Reads what the current ABORT frame still lacks; fails the connection once it is all in.
   void readAbortMessage();
   void onHeader();
@@ -92,6 +96,10 @@ class TcpConnection final : public Connection {
   bool matched_ = false;  // the current DATA frame owns recvs_.front()
   size_t payloadFilled_ = 0;
   std::string abortMessage_;
+  // Bytes read from the socket and not yet taken: rbuf_[rbegin_, rend_).
+  static constexpr size_t kRecvBufferBytes = 64 << 10;
+  std::vector<uint8_t> rbuf_ = std::vector<uint8_t>(kRecvBufferBytes);
+  size_t rbegin_ = 0, rend_ = 0;
 
   bool failed_ = false;
   Status failure_;

@@ -402,6 +402,7 @@ TEST(TcpTransport, SizeMismatchIsInvalidUsageOnBothSides) {
   auto s = c0->postSend(v.data(), v.size(), 5);
   auto r = c1->postRecv(got.data(), got.size(), 5);
   ASSERT_TRUE(s.ok() && r.ok());
+  ASSERT_TRUE(c0->progress().ok());  // a posted send leaves at its connection's next progress
   Status st = waitOne(*c1, *r);
   ASSERT_EQ(st.code(), Code::kInvalidUsage) << st.toString();
   EXPECT_EQ(st.message(),
@@ -426,6 +427,7 @@ TEST(TcpTransport, TagMismatchIsInvalidUsage) {
   auto s = c0->postSend(&x, 4, 7);
   auto r = c1->postRecv(&y, 4, 8);
   ASSERT_TRUE(s.ok() && r.ok());
+  ASSERT_TRUE(c0->progress().ok());
   Status st = waitOne(*c1, *r);
   ASSERT_EQ(st.code(), Code::kInvalidUsage);
   EXPECT_NE(st.message().find("4 bytes (tag 7)"), std::string::npos) << st.message();
