@@ -37,19 +37,11 @@ StatusOr<std::shared_ptr<const exec::Plan>> Communicator::planFor(const sched::C
   if (!c.algo)
     return invalidUsage(std::string(sched::collName(d.coll)) + " on rank " +
                         std::to_string(rank_) + ": " + c.why);
-  sched::Schedule s =
-      algo::makeScheduleInOrder(*c.algo, d, rank_, nranks_, layout_->ringOrder());
-  // The algorithm that runs: a builder that does not apply here builds its fallback, named.
-  const algo::AlgoInfo* ran = algo::findAlgorithm(d.coll, s.algo);
-  if (!ran) ran = c.algo;
-  std::string name = std::string(sched::collName(d.coll)) + ":" + s.algo;
-  const size_t steps = s.steps.size();
   CHORUS_ASSIGN_OR_RETURN(
-      auto plan, exec::prepare(std::move(s), name, algo::algorithmIndex(ran),
-                               ran->needs == algo::Needs::kOneSided, rank_, nranks_));
-  CHORUS_LOG(INFO, TUNE) << name << " for " << sched::collName(d.coll) << " count " << d.count
+      auto plan, exec::planAlgorithm(*c.algo, d, rank_, nranks_, layout_->ringOrder()));
+  CHORUS_LOG(INFO, TUNE) << plan->name << " for " << sched::collName(d.coll) << " count " << d.count
                          << " x " << d.elemSize << " B on " << nranks_ << " ranks: " << c.why
-                         << "; " << steps << " steps";
+                         << "; " << plan->schedule.steps.size() << " steps";
   return plan;
 }
 

@@ -121,4 +121,15 @@ StatusOr<std::shared_ptr<const Plan>> prepare(sched::Schedule schedule, std::str
   return std::shared_ptr<const Plan>(std::move(plan));
 }
 
+StatusOr<std::shared_ptr<const Plan>> planAlgorithm(const algo::AlgoInfo& algo,
+                                                    const sched::CollDesc& d, int rank,
+                                                    int nranks, std::span<const int> ringOrder) {
+  sched::Schedule s = algo::makeScheduleInOrder(algo, d, rank, nranks, ringOrder);
+  const algo::AlgoInfo* ran = algo::findAlgorithm(d.coll, s.algo);
+  if (!ran) ran = &algo;
+  std::string name = std::string(sched::collName(d.coll)) + ":" + s.algo;
+  return prepare(std::move(s), std::move(name), algo::algorithmIndex(ran),
+                 ran->needs == algo::Needs::kOneSided, rank, nranks);
+}
+
 }  // namespace chorus::exec

@@ -21,7 +21,10 @@
 #include <string>
 #include <vector>
 
+#include <span>
+
 #include "algorithms/common/schedule.h"
+#include "algorithms/registry.h"
 #include "src/base/status.h"
 
 namespace chorus::exec {
@@ -71,5 +74,15 @@ struct Plan {
 StatusOr<std::shared_ptr<const Plan>> prepare(sched::Schedule schedule, std::string name,
                                               uint16_t algoId, bool exchangeHandles, int rank,
                                               int nranks);
+
+/// The plan of registered algorithm `algo` for `rank`: its schedule built in the layout's ring
+/// order (algo::makeScheduleInOrder; ringOrder empty keeps rank order), finalized and prepared.
+/// The plan is named after what was built ("allreduce:ring"; a builder that does not apply
+/// builds its fallback, and the plan carries the fallback's name and registry index). This is
+/// the one way a collective's plan is made: the communicator runs it, and the symbolic checker's
+/// tests check its `schedule`.
+StatusOr<std::shared_ptr<const Plan>> planAlgorithm(const algo::AlgoInfo& algo,
+                                                    const sched::CollDesc& d, int rank,
+                                                    int nranks, std::span<const int> ringOrder);
 
 }  // namespace chorus::exec

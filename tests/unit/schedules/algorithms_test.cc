@@ -1,4 +1,6 @@
-// Every registered algorithm, through the symbolic checker, for every rank count 1..33.
+// Every registered algorithm, through the symbolic checker, for every rank count 1..33. The
+// checker reads the schedules of the plans the executor runs (exec::planAlgorithm, as the
+// communicator makes them), not a twin built for the test.
 //
 // Each (algorithm, band of rank counts) is its own test so ctest -j spreads the sweep over cores.
 // For every rank count: counts {0, 1, 7, n-1, n+1, 1000}, element sizes {1, 2, 4, 8}, in place
@@ -21,6 +23,7 @@
 
 #include "tests/support/checker.h"
 #include "algorithms/registry.h"
+#include "src/exec/plan.h"
 
 namespace chorus::algo {
 namespace {
@@ -87,14 +90,22 @@ std::vector<CollDesc> allToAllvViews(int n, uint64_t maxCount, size_t es, bool i
 void checkOne(const AlgoInfo& a, int n, const std::vector<CollDesc>& d, uint64_t seed) {
   sched::CheckOptions opts;
   opts.seed = seed;
-  Status st = sched::checkAlgorithm(a.coll, n, d, a.build, opts);
   const CollDesc& x = d[0];
+  // What the executor runs: each rank's prepared plan, made the way the communicator makes it.
+  std::vector<sched::Schedule> plans;
+  for (int r = 0; r < n; ++r) {
+    auto plan = exec::planAlgorithm(a, d[r], r, n, {});
+    ASSERT_TRUE(plan.ok()) << collName(a.coll) << ":" << a.name << " n=" << n << " rank " << r
+                           << ": " << plan.status().toString();
+    plans.push_back((*plan)->schedule);
+  }
+  Status st = sched::checkSchedules(a.coll, n, d, plans, opts);
   ASSERT_TRUE(st.ok()) << collName(a.coll) << ":" << a.name << " n=" << n << " count=" << x.count
                        << " elemSize=" << x.elemSize << " inPlace=" << x.inPlace
                        << " chunkBytes=" << x.chunkBytes << " root=" << x.root << "\n"
                        << st.toString();
   for (int r = 0; r < n; ++r) {
-    const sched::Schedule s = a.build(d[r], r, n);
+    const sched::Schedule& s = plans[static_cast<size_t>(r)];
     // Its own name, or the registered algorithm it falls back to where it does not apply.
     ASSERT_NE(findAlgorithm(a.coll, s.algo), nullptr) << s.algo;
     if (n > 1 && s.usesWindow()) {
