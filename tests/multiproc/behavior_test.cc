@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <numeric>
@@ -380,9 +381,9 @@ struct KillCase {
 };
 
 TEST(Failure, KilledRankFailsEveryOtherRankWithin5Seconds) {
-  // 32 MiB takes long enough to be hit mid-way; 4 floats run through the host staging segment.
+  // 32 MiB takes long enough to be hit mid-way; 4 floats run one-shot through the host window.
   const KillCase cases[] = {
-      {"shm, default (two-shot through the staging segment)", size_t{8} << 20, {}},
+      {"shm, default (two-shot through the host window)", size_t{8} << 20, {}},
       {"shm, two-shot over cross-memory attach", size_t{8} << 20,
        {{"CHORUS_SHM_STAGING_ROUND", "0"}}},
       {"shm, ring", size_t{8} << 20, {{"CHORUS_ALGO", "allreduce:ring"}}},
@@ -428,6 +429,82 @@ TEST(Failure, KilledRankFailsEveryOtherRankWithin5Seconds) {
     }
   }
 }
+
+// Whether `pid` has ended: no such process, or a zombie its parent has not reaped yet.
+bool processEnded(int64_t pid) {
+  FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
+  if (!f) return true;
+  char state = 0;
+  const int got = std::fscanf(f, "%*d (%*[^)]) %c", &state);
+  std::fclose(f);
+  return got == 1 && (state == 'Z' || state == 'X');
+}
+
+// A peer that did its whole part and exited has failed no one (issue 10's first bug: a 5-rank
+// direct broadcast failed ranks whose data had all arrived, because a rank's exit was taken
+// for a failure). Rank 0 receives from ranks 1 and 2 in one group. Rank 1 sends and exits at
+// once (destroying its communicator, or with _exit); rank 2 sends only after rank 1 is gone and
+// 300 ms more, so rank 0 spends that time waiting in the group with a dead peer whose message
+// has been delivered (its waits check peer liveness every 100 ms). Rank 0 must succeed with
+// both messages. The test cannot pass by luck: a sleep that were too short would only make it
+// miss the bug, never fail it. Then the converse: a rank that exits without sending what a peer
+// waits for fails that peer, naming it.
+class LeftPeer : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(LeftPeer, SentEverythingThenLeftFailsNoOne) {
+  for (const bool destroyFirst : {true, false}) {
+    SCOPED_TRACE(destroyFirst ? "rank 1 destroys its communicator, then exits" : "rank 1 _exits");
+    auto out = runRanks(3, [destroyFirst](chorusComm_t comm, int rank, int) -> std::string {
+      int64_t me = ::getpid();
+      std::vector<int64_t> pids(3);
+      RANK_OK(chorusAllGather(&me, pids.data(), 1, chorusInt64, comm, nullptr));
+      const size_t n = 1000;  // 4 KB: delivered without the receiver (shm slots, socket buffers)
+      std::vector<float> mine = randomFloats(n, static_cast<unsigned>(rank) + 7);
+      if (rank == 1) {
+        RANK_OK(chorusSend(mine.data(), n, chorusFloat32, 0, comm, nullptr));
+        if (destroyFirst) chorusCommDestroy(comm);
+        ::_exit(0);
+      }
+      if (rank == 2) {
+        for (int i = 0; i < 20000 && !processEnded(pids[1]); ++i) ::usleep(1000);
+        RANK_CHECK(processEnded(pids[1]), "rank 1 did not exit within 20 s");
+        ::usleep(300000);
+        RANK_OK(chorusSend(mine.data(), n, chorusFloat32, 0, comm, nullptr));
+        return "";
+      }
+      std::vector<float> from1(n), from2(n);
+      RANK_OK(chorusGroupStart());
+      RANK_OK(chorusRecv(from1.data(), n, chorusFloat32, 1, comm, nullptr));
+      RANK_OK(chorusRecv(from2.data(), n, chorusFloat32, 2, comm, nullptr));
+      RANK_OK(chorusGroupEnd());
+      RANK_CHECK(processEnded(pids[1]), "rank 1 was still running: the case was not exercised");
+      RANK_CHECK(from1 == randomFloats(n, 8), "wrong data from rank 1");
+      RANK_CHECK(from2 == randomFloats(n, 9), "wrong data from rank 2");
+      return "";
+    }, {.deadlineSeconds = 60, .env = {{"CHORUS_TRANSPORT", GetParam()}}});
+    EXPECT_EQ(summarize(out), "");
+    for (const RankOutcome& o : out) EXPECT_TRUE(o.leftovers.empty()) << summarize({o});
+  }
+}
+
+TEST_P(LeftPeer, LeavingBeforeSendingFailsTheReceiverNamingTheRank) {
+  auto out = runRanks(2, [](chorusComm_t comm, int rank, int) -> std::string {
+    if (rank == 1) ::_exit(0);  // without the send rank 0 waits for
+    float x = 0;
+    const double t0 = monotonicSeconds();
+    chorusResult_t r = chorusRecv(&x, 1, chorusFloat32, 1, comm, nullptr);
+    RANK_CHECK(r == chorusRemoteError, std::string("expected chorusRemoteError, got ") +
+                                           chorusGetErrorString(r));
+    const std::string why = chorusGetLastError(comm);
+    RANK_CHECK(why.find("rank 1") != std::string::npos, "error does not name rank 1: " + why);
+    RANK_CHECK(monotonicSeconds() - t0 < 5.0, "took more than 5 s to notice");
+    return "";
+  }, {.deadlineSeconds = 60, .env = {{"CHORUS_TRANSPORT", GetParam()}}});
+  EXPECT_EQ(summarize(out), "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, LeftPeer, ::testing::Values("shm", "tcp"),
+                         [](const auto& info) { return std::string(info.param); });
 
 TEST(Failure, AbortFromAnotherThreadUnblocksACall) {
   auto out = runRanks(2, [](chorusComm_t comm, int rank, int) -> std::string {
