@@ -57,18 +57,12 @@ void OpQueue::enqueue(std::shared_ptr<Request> req, bool urgent) {
 Status OpQueue::wait(const std::shared_ptr<Request>& req) {
   Status s;
   if (req->test(&s)) return s;
-  {
-    std::lock_guard<std::mutex> lock(queueMu_);
-    ++waiters_;
-  }
+  waiters_.fetch_add(1, std::memory_order_acq_rel);
   while (!req->test(&s)) {
     std::lock_guard<std::mutex> exec(execMu_);  // waits out an operation the worker is running
     if (!runNext()) break;                      // nothing queued: ours has finished
   }
-  {
-    std::lock_guard<std::mutex> lock(queueMu_);
-    --waiters_;
-  }
+  waiters_.fetch_sub(1, std::memory_order_acq_rel);
   // What is left is the worker's again. It is ticking (work came in within kIdleMs), so no
   // wake-up: a caller that waits for its requests one after another (the usual pattern) runs
   // them itself, without a system call or a hand-off per request.
@@ -88,8 +82,8 @@ void OpQueue::failQueued(const Status& why) {
 void OpQueue::workerLoop() {
   std::unique_lock<std::mutex> lock(queueMu_);
   while (true) {
-    if (stopping_ && queue_.empty() && waiters_ == 0) return;
-    if (!queue_.empty() && waiters_ == 0) {
+    if (stopping_ && queue_.empty() && waiters_.load() == 0) return;
+    if (!queue_.empty() && waiters_.load() == 0) {
       lock.unlock();
       {
         std::lock_guard<std::mutex> exec(execMu_);
@@ -107,7 +101,7 @@ void OpQueue::workerLoop() {
     } else {
       workerTicking_ = false;
       queueCv_.wait(lock, [&] {
-        return stopping_ || workerTicking_ || (!queue_.empty() && waiters_ == 0);
+        return stopping_ || workerTicking_ || (!queue_.empty() && waiters_.load() == 0);
       });
     }
   }

@@ -93,7 +93,9 @@ class OpQueue {
   std::condition_variable queueCv_;
   std::deque<std::shared_ptr<Request>> queue_;
   std::atomic<size_t> queued_{0};
-  int waiters_ = 0;        // threads inside wait(); the worker stands aside while > 0
+  // Threads inside wait(); the worker stands aside while > 0. Atomic, not under queueMu_: the
+  // worker only reads it when it looks at the queue, and nobody waits for it to change.
+  std::atomic<int> waiters_{0};
   bool stopping_ = false;
   bool workerTicking_ = false;  // the worker sleeps in ticks (no wake-up needed)
   std::chrono::steady_clock::time_point lastWork_;

@@ -227,6 +227,8 @@ Status ShmWindow::await(int rank, uint64_t seq, uint32_t k, const WaitPolicy& w)
       // Gone after reaching it is no failure (checked above and again here, after the check).
       Status alive = w.checkPeer(rank);
       if (!alive.ok()) {
+        // It may have failed, said so and exited since we looked: its reason, not "gone".
+        if (c.failed.load(std::memory_order_acquire)) return failureOf(rank);
         if (wordReached(word.load(std::memory_order_acquire), seq, k)) return Status();
         return alive;
       }
