@@ -295,7 +295,18 @@ void expectMismatch(const char* what, bool everyRank,
     return "";
   }, {.deadlineSeconds = 30});
   EXPECT_EQ(summarize(out), "") << what;
-  EXPECT_GE(failed[0] + failed[1] + failed[2] + failed[3], 2) << what << ": both sides must fail";
+  // Where every rank must fail, every rank said kInvalidUsage. Otherwise at least the rank that
+  // reads a disagreeing header does; a rank whose expected peer finished its own (different)
+  // call and closed its communicator before the disagreeing header came may report that
+  // instead (kRemoteError naming the peer). Seen under load in the "root" case, 15 runs in
+  // 100: rank 3 waits for rank 0, which is not in its chain, finishes and closes, while rank
+  // 2's header is still on its way.
+  const int failures = failed[0] + failed[1] + failed[2] + failed[3];
+  if (everyRank) {
+    EXPECT_EQ(failures, 4) << what << ": every rank must fail";
+  } else {
+    EXPECT_GE(failures, 1) << what << ": the mismatch must be reported";
+  }
 }
 
 TEST(Failure, MismatchedCallsFailWithInvalidUsage) {
