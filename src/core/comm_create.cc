@@ -347,6 +347,7 @@ Status Communicator::calibrate() {
   }
   plans_.clear();  // chosen with the old constants
   lastPlan_.reset();
+  for (RecentP2P& r : recentP2P_) r.plan.reset();
   if (rank_ == 0) {
     CHORUS_LOG(INFO, TUNE) << "CHORUS_TUNE=measure took "
                            << std::chrono::duration<double, std::milli>(

@@ -48,6 +48,32 @@ StatusOr<std::shared_ptr<const exec::Plan>> Communicator::planFor(const sched::C
 // One plan for a whole group of point-to-point operations: each op's buffer is a user buffer
 // of its own; FIFO order per peer and direction is the order of the calls, as in NCCL.
 StatusOr<std::shared_ptr<const exec::Plan>> Communicator::p2pPlan(const std::vector<P2POp>& ops) {
+  // The same ops as one of the last few groups (a ping-pong alternates a send and a receive; a
+  // halo exchange repeats one group): no key to build or look up.
+  auto word = [](const P2POp& op) {
+    return (static_cast<uint64_t>(op.peer) << 1) | (op.isSend ? 1 : 0);
+  };
+  for (const RecentP2P& r : recentP2P_) {
+    if (!r.plan || r.ops.size() != 2 * ops.size()) continue;
+    bool same = true;
+    for (size_t i = 0; i < ops.size() && same; ++i)
+      same = r.ops[2 * i] == word(ops[i]) &&
+             r.ops[2 * i + 1] == ops[i].count * dataTypeSize(ops[i].dtype);
+    if (same) return r.plan;
+  }
+  CHORUS_ASSIGN_OR_RETURN(auto plan, p2pPlanFor(ops));
+  RecentP2P& slot = recentP2P_[nextRecentP2P_++ % recentP2P_.size()];
+  slot.ops.clear();
+  for (const P2POp& op : ops) {
+    slot.ops.push_back(word(op));
+    slot.ops.push_back(op.count * dataTypeSize(op.dtype));
+  }
+  slot.plan = plan;
+  return plan;
+}
+
+StatusOr<std::shared_ptr<const exec::Plan>> Communicator::p2pPlanFor(
+    const std::vector<P2POp>& ops) {
   PlanKey key;
   key.coll = sched::Coll::kSendRecv;
   for (const P2POp& op : ops) {

@@ -156,7 +156,8 @@ Status Communicator::runP2PNow(const std::vector<P2POp>& ops) {
   }
   Status st = runPlan(*plan, bind, id.dtype, ReduceOp::kSum, id);
   if (!st.ok()) return fail(st);
-  ++algoCounts_["sendrecv:p2p"];
+  if (!p2pCounter_) p2pCounter_ = &algoCounts_["sendrecv:p2p"];  // map nodes do not move
+  ++*p2pCounter_;
   return Status();
 }
 

@@ -139,6 +139,7 @@ class Communicator {
   sched::CollDesc describe(const CollArgs& a, bool inPlace) const;
   StatusOr<std::shared_ptr<const exec::Plan>> planFor(const sched::CollDesc& d);
   StatusOr<std::shared_ptr<const exec::Plan>> p2pPlan(const std::vector<P2POp>& ops);
+  StatusOr<std::shared_ptr<const exec::Plan>> p2pPlanFor(const std::vector<P2POp>& ops);
 
   int rank_ = 0;
   int nranks_ = 1;
@@ -160,11 +161,18 @@ class Communicator {
   PlanCache plans_;
   PlanKey lastKey_;  // the last collective's signature and plan
   std::shared_ptr<const exec::Plan> lastPlan_;
+  struct RecentP2P {
+    std::vector<uint64_t> ops;  // per op: peer << 1 | is-send, then bytes
+    std::shared_ptr<const exec::Plan> plan;
+  };
+  std::array<RecentP2P, 4> recentP2P_;  // the last point-to-point groups' plans
+  size_t nextRecentP2P_ = 0;
   exec::Executor executor_;
   exec::ExecEnv env_;
   exec::Bindings bindings_;  // reused from call to call
   std::shared_ptr<const exec::Plan> lastCounted_;
   uint64_t* lastCounter_ = nullptr;  // algoCounts_'s entry of lastCounted_
+  uint64_t* p2pCounter_ = nullptr;   // algoCounts_'s entry of point-to-point groups
   std::atomic<bool> aborting_{false};  // set by abort(), possibly from another thread
 
   uint64_t collSeq_ = 0;
