@@ -44,6 +44,8 @@ void OpQueue::enqueue(std::shared_ptr<Request> req, bool urgent) {
     queue_.push_back(std::move(req));
     queued_.fetch_add(1, std::memory_order_acq_rel);
     lastWork_ = std::chrono::steady_clock::now();
+    activity_.fetch_add(1, std::memory_order_relaxed);
+    if (urgent) urgentQueued_ = true;
     if (!worker_.joinable()) {
       workerTicking_ = true;
       worker_ = std::thread([this] { workerLoop(); });
@@ -58,10 +60,12 @@ Status OpQueue::wait(const std::shared_ptr<Request>& req) {
   Status s;
   if (req->test(&s)) return s;
   waiters_.fetch_add(1, std::memory_order_acq_rel);
+  activity_.fetch_add(1, std::memory_order_relaxed);
   while (!req->test(&s)) {
     std::lock_guard<std::mutex> exec(execMu_);  // waits out an operation the worker is running
     if (!runNext()) break;                      // nothing queued: ours has finished
   }
+  activity_.fetch_add(1, std::memory_order_relaxed);
   waiters_.fetch_sub(1, std::memory_order_acq_rel);
   // What is left is the worker's again. It is ticking (work came in within kIdleMs), so no
   // wake-up: a caller that waits for its requests one after another (the usual pattern) runs
@@ -81,9 +85,14 @@ void OpQueue::failQueued(const Status& why) {
 
 void OpQueue::workerLoop() {
   std::unique_lock<std::mutex> lock(queueMu_);
+  uint64_t seen = activity_.load(std::memory_order_relaxed);
   while (true) {
     if (stopping_ && queue_.empty() && waiters_.load() == 0) return;
-    if (!queue_.empty() && waiters_.load() == 0) {
+    const uint64_t act = activity_.load(std::memory_order_relaxed);
+    const bool callerAway = act == seen;  // nothing started or waited for since we last looked
+    seen = act;
+    if (!queue_.empty() && waiters_.load() == 0 && (urgentQueued_ || callerAway || stopping_)) {
+      urgentQueued_ = false;
       lock.unlock();
       {
         std::lock_guard<std::mutex> exec(execMu_);
@@ -92,17 +101,15 @@ void OpQueue::workerLoop() {
       lock.lock();
       continue;
     }
-    // Stand aside while a caller waits: it runs the queue itself. Tick while work keeps
-    // coming, so enqueue() need not wake us; sleep until woken once it has stopped.
+    // Stand aside while the caller runs the queue itself. Tick while work keeps coming (or is
+    // queued), so enqueue() need not wake us; sleep until woken once it has stopped.
     const auto now = std::chrono::steady_clock::now();
-    if (now - lastWork_ < std::chrono::milliseconds(kIdleMs)) {
+    if (now - lastWork_ < std::chrono::milliseconds(kIdleMs) || !queue_.empty()) {
       workerTicking_ = true;
       queueCv_.wait_for(lock, std::chrono::milliseconds(kTickMs));
     } else {
       workerTicking_ = false;
-      queueCv_.wait(lock, [&] {
-        return stopping_ || workerTicking_ || (!queue_.empty() && waiters_.load() == 0);
-      });
+      queueCv_.wait(lock, [&] { return stopping_ || workerTicking_ || !queue_.empty(); });
     }
   }
 }

@@ -13,8 +13,15 @@
 // what a latency benchmark does) that is most of the operation's time. So the thread is woken
 // at once only for operations worth it (`urgent`: predicted to take longer than a wake-up), or
 // when it sleeps without a timeout. While operations keep coming it sleeps in ticks of
-// kTickMs and looks at the queue after each, so a small queued operation the caller does not
-// wait for still starts within a tick; after kIdleMs without work it sleeps until woken.
+// kTickMs and looks at the queue after each; after kIdleMs without work it sleeps until woken.
+//
+// The worker runs a small operation only once the caller has left the queue alone for a whole
+// tick (no call started, no wait) — the caller went off to compute, and the operation must
+// progress without it. A caller that is still posting or waiting runs its operations itself:
+// a worker that took one then would hold the execution lock while the caller blocks on it, and
+// on a machine with as many ranks as cores would take a peer's core as well (it tripled the
+// nonblocking 8 B all-reduce of a 2-rank benchmark). So a small operation the caller never
+// waits for starts within two ticks; an urgent one at once.
 #pragma once
 
 #include <atomic>
@@ -98,6 +105,9 @@ class OpQueue {
   std::atomic<int> waiters_{0};
   bool stopping_ = false;
   bool workerTicking_ = false;  // the worker sleeps in ticks (no wake-up needed)
+  bool urgentQueued_ = false;   // an urgent operation was queued: the worker runs at once
+  // Bumped by every enqueue and wait: unchanged over a tick means the caller is elsewhere.
+  std::atomic<uint64_t> activity_{0};
   std::chrono::steady_clock::time_point lastWork_;
   std::thread worker_;
 };
