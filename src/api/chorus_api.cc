@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "chorus/chorus.h"
+#include "src/api/comm_handle.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/bootstrap/env.h"
 #include "src/bootstrap/store.h"
@@ -814,3 +815,7 @@ chorusResult_t chorusTest(chorusRequest_t* request, int* done) {
 }
 
 }  // extern "C"
+
+chorus::Communicator* chorus::api::communicatorOf(chorusComm_t comm) {
+  return checkComm(comm).ok() ? comm->impl.get() : nullptr;
+}

@@ -107,7 +107,8 @@ class Communicator {
   const topo::Layout& layout() const { return *layout_; }
   /// What selection relies on (agreed by every rank at creation).
   const algo::Platform& platform() const { return platform_; }
-  size_t cachedPlans() const { return plans_.size(); }
+  /// The prepared plans by call signature (tests read its size, bytes and evictions).
+  const PlanCache& planCache() const { return plans_; }
 
   /// PreMulSum operators: scalar bytes of `dtype`; returns the new op value (>= chorusNumOps).
   StatusOr<int> createPreMulSum(const void* scalar, DataType dtype);

@@ -110,6 +110,10 @@ void ShmConnection::probeCrossMemoryAttach(uint64_t addr, uint64_t expect) {
 
 StatusOr<Op> ShmConnection::postSend(const void* src, size_t bytes, Tag tag) {
   if (failed_) return failure_;
+  // Nobody reads the ring of a peer whose process has ended: a send that fits in free slots
+  // would otherwise complete as if delivered. The connection itself stays usable for what the
+  // peer delivered before it went.
+  if (gone_) return goneWhy_;
   bool cma = cmaAllowed_ && bytes >= cmaMinBytes_ && bytes > kSlotPayload &&
              out_->cmaOk.load(std::memory_order_acquire) != 0;
   sends_.push_back({static_cast<const uint8_t*>(src), bytes, tag, 0, cma, 0});
@@ -125,7 +129,8 @@ StatusOr<Op> ShmConnection::postRecv(void* dst, size_t bytes, Tag tag) {
 }
 
 void ShmConnection::progressSends() {
-  while (pushCursor_ < sends_.size()) {
+  // Sends still queued when the peer went fail in checkPeerState(); none is placed from then on.
+  while (!gone_ && pushCursor_ < sends_.size()) {
     SendOp& s = sends_[pushCursor_];
     if (outHead_ - out_->tail.load(std::memory_order_acquire) >= kSlots) break;  // ring full
     auto* h = reinterpret_cast<SlotHeader*>(slot(outDir_, outHead_));
