@@ -1,11 +1,15 @@
 // Every collective x type x op x size x rank count, in place and out of place, through real
-// processes, the real bootstrap and the real transports, against a reference computed here.
+// processes, the real bootstrap and the real transports, against a reference computed here;
+// and every registered algorithm over every registered transport (see "What runs" below).
 //
-// One test per (collective, rank count): its ranks run the whole type/op/size sweep in one job,
-// so a process launch is paid once. Inputs are fresh per case (seeded by the case), outputs are
-// poisoned before every call, and the first wrong element is reported with its index and values.
+// One test per (collective, rank count, configuration): its ranks run the whole type/op/size
+// sweep in one job, so a process launch is paid once. Inputs are fresh per case (seeded by the
+// case), outputs are poisoned before every call, and the first wrong element is reported with
+// its index and values.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cstring>
 #include <iterator>
@@ -22,15 +26,17 @@ namespace chorus::test {
 namespace {
 
 enum class C { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kAllToAll, kAllToAllv,
-               kGather, kScatter };
+               kGather, kScatter, kBarrier };
 const char* cName(C c) {
   static const char* n[] = {"AllReduce", "Broadcast", "Reduce", "AllGather", "ReduceScatter",
-                            "AllToAll", "AllToAllv", "Gather", "Scatter"};
+                            "AllToAll", "AllToAllv", "Gather", "Scatter", "Barrier"};
   return n[static_cast<int>(c)];
 }
 bool reduces(C c) { return c == C::kAllReduce || c == C::kReduce || c == C::kReduceScatter; }
 bool rooted(C c) { return c == C::kBroadcast || c == C::kReduce || c == C::kGather || c == C::kScatter; }
-bool hasInPlace(C c) { return c != C::kAllToAllv && c != C::kGather && c != C::kScatter; }
+bool hasInPlace(C c) {
+  return c != C::kAllToAllv && c != C::kGather && c != C::kScatter && c != C::kBarrier;
+}
 
 constexpr uint8_t kPoison = 0xA5;
 const uint64_t kSizes[] = {0, 1, 7, 1023, 4096, (1u << 20) + 3};
@@ -234,116 +240,252 @@ std::string runCase(chorusComm_t comm, int rank, int n, const Case& c) {
         });
       break;
     }
+    case C::kBarrier:  // no data: runBarriers() checks it
+      break;
   }
   if (res != chorusSuccess)
     return describe(c) + " returned " + chorusGetErrorString(res) + ": " + chorusGetLastError(comm);
   return err;
 }
 
-// The same sweep runs under several configurations: the default (shared memory between these
-// ranks: staging segment, direct and ring algorithms chosen by size), TCP only, shared memory
-// without cross-memory attach, every algorithm of the collective forced, and for all-reduce the
-// two exposures of two-shot (staging rounds, cross-memory attach).
-struct Variant {
-  std::string name;  // "" for the default
-  std::map<std::string, std::string> env;
-};
+// ---- What runs: the registries decide ---------------------------------------------------------
+//
+// Four kinds of test, each one job of real ranks:
+//   - the tuner's choice with every transport allowed, over 1-5 ranks with the full type x op
+//     sweep (the kernels and the default path), and over 8 ranks (four per core) with the
+//     smaller sweep below: the kernels do not change with the rank count;
+//   - every registered algorithm (chorusGetAlgorithmInfo) forced with CHORUS_ALGO, over every
+//     registered transport (chorusGetTransportInfo) alone with CHORUS_TRANSPORT, on 2, 3 and 5
+//     ranks (both parities of slicing, and more ranks than cores): a new algorithm or transport
+//     is swept by registering it. Element sizes 1, 2 and 8 and the operators sum and avg (the
+//     divide the communicator adds around a schedule) cover every slicing and alignment path
+//     and the data movement at a fraction of the full sweep's time;
+//   - every registered algorithm forced on 4 ranks laid out as 2 pretend hosts (CHORUS_HOST_ID,
+//     ranks dealt round-robin) with every transport allowed: the host-aware algorithms build
+//     their hierarchy instead of their single-host fallback, over both transports at once;
+//   - a few named configurations of the shared-memory paths that the transport list does not
+//     reach (no cross-memory attach; the host window in many small rounds).
+// A forced algorithm that cannot run where it is put (its needs: one-sided reads, the host
+// window, which pretend hosts and some transports lack) is refused by the library with
+// chorusInvalidUsage before anything moves; the test is then skipped with the library's reason.
+// Refusal anywhere later is a failure.
 
 struct Param {
   C coll;
   int nranks;
-  Variant variant;
+  std::string algo;         // registered name; "" for the tuner's choice
+  std::string transport;    // registered name; "" for every transport
+  std::string config;       // a named configuration; "" for none
+  std::string unavailable;  // why the transport cannot be used in this process
+  std::map<std::string, std::string> env;
+  bool fullSweep = false;
+  int hosts = 1;  // > 1: pretend hosts, rank r on host r % hosts
 };
 
 // Test names say it all; keep gtest from dumping the parameter's bytes.
 void PrintTo(const Param& p, std::ostream* os) {
-  *os << cName(p.coll) << ", " << p.nranks << " ranks"
-      << (p.variant.name.empty() ? "" : ", " + p.variant.name);
+  *os << cName(p.coll) << ", " << p.nranks << " ranks";
+  for (const std::string* part : {&p.algo, &p.transport, &p.config})
+    if (!part->empty()) *os << ", " << *part;
+  if (p.hosts > 1) *os << ", " << p.hosts << " hosts";
+}
+
+std::string testName(const Param& p) {
+  std::string name = std::string(cName(p.coll)) + "_" + std::to_string(p.nranks) + "ranks";
+  for (const std::string* part : {&p.algo, &p.transport, &p.config})
+    if (!part->empty()) name += "_" + *part;
+  if (p.hosts > 1) name += "_" + std::to_string(p.hosts) + "hosts";
+  for (char& ch : name)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_') ch = '_';
+  return name;
+}
+
+// What a rank returns when the library refused the forced algorithm on this platform.
+constexpr const char* kRefused = "not applicable here: ";
+
+// A refusal comes at a rank's first call, before any data moved, so a rank may reach it while
+// a peer is still in chorusCommInitRank; if rank 0 (whose process serves the bootstrap store)
+// then left, that peer's init would fail reading the store ("store ... closed the connection"),
+// a failure of the library's teardown, not of this test. So refused ranks meet once more
+// through a collective the mask leaves alone before they leave.
+std::string refused(chorusComm_t comm, C coll, const std::string& why) {
+  chorusResult_t r = chorusSuccess;
+  if (coll != C::kBarrier) {
+    r = chorusBarrier(comm, nullptr);
+  } else {
+    int32_t x = 1, sum = 0;
+    r = chorusAllReduce(&x, &sum, 1, chorusInt32, chorusSum, comm, nullptr);
+  }
+  if (r != chorusSuccess)
+    return "refused (" + why + "), then the collective every rank meets at failed: " +
+           chorusGetErrorString(r) + ": " + chorusGetLastError(comm);
+  return kRefused + why;
+}
+
+// Barrier: rounds in which each rank publishes its arrival in memory shared by the ranks, then
+// checks after the barrier that every rank has arrived. A barrier that returns early is caught
+// whenever a peer is late, which the rounds make likely on every run.
+std::string runBarriers(chorusComm_t comm, int rank, int n, uint32_t* arrivals, bool* ran) {
+  constexpr uint32_t kRounds = 200;
+  for (uint32_t k = 1; k <= kRounds; ++k) {
+    std::atomic_ref<uint32_t>(arrivals[rank]).store(k, std::memory_order_release);
+    chorusResult_t r = chorusBarrier(comm, nullptr);
+    if (r != chorusSuccess)
+      return std::string("barrier ") + std::to_string(k) + " returned " +
+             chorusGetErrorString(r) + ": " + chorusGetLastError(comm);
+    *ran = true;
+    for (int p = 0; p < n; ++p)
+      if (std::atomic_ref<uint32_t>(arrivals[p]).load(std::memory_order_acquire) < k)
+        return "barrier " + std::to_string(k) + " returned before rank " + std::to_string(p) +
+               " had entered it";
+  }
+  return "";
+}
+
+std::string runSweep(const Param& p, chorusComm_t comm, int rank, int n, uint32_t* arrivals) {
+  bool ran = false;  // a call that moved data has succeeded: refusing from now on is a bug
+  auto refusedHere = [&](const std::string& err) {
+    return !ran && !p.algo.empty() && n > 1 &&
+           err.find(chorusGetErrorString(chorusInvalidUsage)) != std::string::npos &&
+           err.find("cannot run here") != std::string::npos;
+  };
+  if (p.coll == C::kBarrier) {
+    std::string err = runBarriers(comm, rank, n, arrivals, &ran);
+    if (!err.empty() && refusedHere(err)) return refused(comm, p.coll, err);
+    return err;
+  }
+  uint32_t seed = 1;
+  std::vector<int> ops = {-1};
+  if (reduces(p.coll)) {
+    ops = {chorusSum, chorusAvg};
+    if (p.fullSweep) ops = {chorusSum, chorusProd, chorusMax, chorusMin, chorusAvg};
+  }
+  std::vector<chorusDataType_t> types = {chorusInt8, chorusBfloat16, chorusFloat64};
+  if (p.fullSweep) types.assign(std::begin(kTypes), std::end(kTypes));
+  for (chorusDataType_t t : types) {
+    for (int op : ops) {
+      for (uint64_t count : kSizes) {
+        for (int inPlace = 0; inPlace < (hasInPlace(p.coll) ? 2 : 1); ++inPlace) {
+          Case c{p.coll, t, op < 0 ? chorusSum : op, count, inPlace != 0,
+                 rooted(p.coll) ? static_cast<int>(seed % static_cast<uint32_t>(n)) : -1, seed};
+          ++seed;
+          std::string err = runCase(comm, rank, n, c);
+          if (!err.empty() && refusedHere(err)) return refused(comm, p.coll, err);
+          if (!err.empty()) return err;
+          if (count > 0) ran = true;
+        }
+      }
+    }
+  }
+  return "";
 }
 
 class Collectives : public ::testing::TestWithParam<Param> {};
 
 TEST_P(Collectives, MatchesReference) {
   const Param p = GetParam();
+  if (!p.unavailable.empty())
+    GTEST_SKIP() << "transport " << p.transport << " is unavailable: " << p.unavailable;
+  auto* arrivals = static_cast<uint32_t*>(sharedScratch(sizeof(uint32_t) * 64));
   auto outcomes = runRanks(p.nranks, [&](chorusComm_t comm, int rank, int n) -> std::string {
-    uint32_t seed = 1;
-    std::vector<int> ops = {-1};
-    if (reduces(p.coll)) ops = {chorusSum, chorusProd, chorusMax, chorusMin, chorusAvg};
-    // The extra configurations exercise transports and algorithms, not the kernels: element
-    // sizes 1, 2 and 8 cover every alignment and slicing path at a quarter of the time.
-    std::vector<chorusDataType_t> types(std::begin(kTypes), std::end(kTypes));
-    if (!p.variant.name.empty()) types = {chorusInt8, chorusBfloat16, chorusFloat64};
-    for (chorusDataType_t t : types) {
-      for (int op : ops) {
-        for (uint64_t count : kSizes) {
-          for (int inPlace = 0; inPlace < (hasInPlace(p.coll) ? 2 : 1); ++inPlace) {
-            Case c{p.coll, t, op < 0 ? chorusSum : op, count, inPlace != 0,
-                   rooted(p.coll) ? static_cast<int>(seed % static_cast<uint32_t>(n)) : -1, seed};
-            ++seed;
-            std::string err = runCase(comm, rank, n, c);
-            if (!err.empty()) return "rank " + std::to_string(rank) + ": " + err;
-          }
-        }
-      }
-    }
-    return "";
-  }, RunOptions{.deadlineSeconds = 600, .env = p.variant.env});
+    std::string err = runSweep(p, comm, rank, n, arrivals);
+    return err.empty() ? err : "rank " + std::to_string(rank) + ": " + err;
+  }, RunOptions{.deadlineSeconds = 600, .env = p.env, .rankEnv = [&p](int rank) {
+    std::map<std::string, std::string> env;
+    if (p.hosts > 1)
+      env["CHORUS_HOST_ID"] = "collectives-host-" + std::to_string(rank % p.hosts);
+    return env;
+  }});
+  // Refused by every rank before anything ran: the algorithm does not apply here.
+  const bool allRefused = std::all_of(outcomes.begin(), outcomes.end(), [](const RankOutcome& o) {
+    return o.failure.find(kRefused) != std::string::npos && o.leftovers.empty();
+  });
+  if (allRefused) GTEST_SKIP() << outcomes.front().failure;
   EXPECT_EQ(summarize(outcomes), "");
 }
 
-// Every registered algorithm of each collective (the registry's names).
-std::vector<std::string> algorithmsOf(C c) {
-  switch (c) {
-    case C::kAllReduce: return {"ring", "oneshot", "twoshot"};
-    case C::kBroadcast: return {"chain", "direct"};
-    case C::kReduce: return {"chain", "direct"};
-    case C::kAllGather: return {"ring", "direct"};
-    case C::kReduceScatter: return {"ring", "direct"};
-    case C::kAllToAll: return {"pairwise", "direct"};
-    case C::kAllToAllv: return {"pairwise"};
-    case C::kGather: return {"linear", "direct"};
-    case C::kScatter: return {"linear", "direct"};
-  }
-  return {};
+// Every registered algorithm, by collective ("allreduce") and name ("ring").
+std::vector<std::pair<std::string, std::string>> registeredAlgorithms() {
+  std::vector<std::pair<std::string, std::string>> v;
+  const char *coll = nullptr, *name = nullptr;
+  for (int i = 0; chorusGetAlgorithmInfo(i, &coll, &name, nullptr) == chorusSuccess; ++i)
+    v.emplace_back(coll, name);
+  return v;
+}
+
+// Every transport of this build: its name and, when it cannot be used here, why.
+std::vector<std::pair<std::string, std::string>> registeredTransports() {
+  std::vector<std::pair<std::string, std::string>> v;
+  const char *name = nullptr, *unavailable = nullptr;
+  for (int i = 0; chorusGetTransportInfo(i, &name, nullptr, &unavailable) == chorusSuccess; ++i)
+    v.emplace_back(name, unavailable ? unavailable : "");
+  return v;
+}
+
+const C kAll[] = {C::kAllReduce, C::kBroadcast, C::kReduce,   C::kAllGather, C::kReduceScatter,
+                  C::kAllToAll,  C::kAllToAllv, C::kGather,   C::kScatter,   C::kBarrier};
+
+// How CHORUS_ALGO and the registry spell a collective: "AllReduce" -> "allreduce".
+std::string registryName(C c) {
+  std::string s = cName(c);
+  for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return s;
 }
 
 std::vector<Param> allParams() {
   std::vector<Param> v;
-  for (C c : {C::kAllReduce, C::kBroadcast, C::kReduce, C::kAllGather, C::kReduceScatter,
-              C::kAllToAll, C::kAllToAllv, C::kGather, C::kScatter}) {
-    std::vector<Variant> variants = {{"", {}},
-                                     {"tcp", {{"CHORUS_TRANSPORT", "tcp"}}},
-                                     {"nocma", {{"CHORUS_SHM_CMA", "0"}}}};
-    std::string coll = cName(c);  // CHORUS_ALGO spells collectives in lower case
-    for (char& ch : coll) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    for (const std::string& a : algorithmsOf(c))
-      variants.push_back({a, {{"CHORUS_ALGO", coll + ":" + a}}});
-    if (c == C::kAllReduce || c == C::kAllGather) {
-      // Through the staging segment in many small rounds (uneven last round, slices of a
-      // round smaller than a cache line), and the same algorithm over cross-memory attach.
-      const std::string a = c == C::kAllReduce ? "twoshot" : "direct";
-      variants.push_back({"rounds4k", {{"CHORUS_SHM_STAGING_ROUND", "4K"}}});
-      variants.push_back({a + "_cma", {{"CHORUS_ALGO", coll + ":" + a},
-                                       {"CHORUS_SHM_STAGING_ROUND", "0"}}});
+  const auto algorithms = registeredAlgorithms();
+  const auto transports = registeredTransports();
+  for (C c : kAll) {
+    const std::string coll = registryName(c);
+    for (int n : {1, 2, 3, 4, 5, 8}) {
+      Param p{c, n, "", "", "", "", {}};
+      p.fullSweep = n <= 5;
+      v.push_back(p);
     }
-    // The default runs every rank count; the other configurations the counts that exercise
-    // both parities of slicing and the oversubscribed case (5 ranks on 2 cores), to bound time.
-    for (const Variant& var : variants) {
-      const std::vector<int> counts =
-          var.name.empty() ? std::vector<int>{1, 2, 3, 4, 5, 8} : std::vector<int>{2, 3, 5};
-      for (int n : counts) v.push_back({c, n, var});
+    for (const auto& [algoColl, algo] : algorithms) {
+      if (algoColl != coll) continue;
+      const std::map<std::string, std::string> forced = {{"CHORUS_ALGO", coll + ":" + algo}};
+      for (const auto& [transport, unavailable] : transports) {
+        auto env = forced;
+        env["CHORUS_TRANSPORT"] = transport;
+        for (int n : {2, 3, 5}) v.push_back({c, n, algo, transport, "", unavailable, env});
+      }
+      Param hosts{c, 4, algo, "", "", "", forced};
+      hosts.hosts = 2;
+      v.push_back(hosts);
+    }
+    if (c == C::kBarrier) continue;
+    // Shared memory without cross-memory attach: everything through the slots, and the
+    // one-sided algorithms out of the tuner's reach.
+    for (int n : {2, 3, 5}) v.push_back({c, n, "", "", "nocma", "", {{"CHORUS_SHM_CMA", "0"}}});
+    if (c == C::kAllReduce || c == C::kAllGather) {
+      // The host window in many small rounds: an uneven last round, and slices of a round
+      // smaller than a cache line.
+      for (int n : {2, 3, 5})
+        v.push_back({c, n, "", "", "rounds4k", "", {{"CHORUS_SHM_STAGING_ROUND", "4K"}}});
     }
   }
   return v;
 }
 
+// The sweep above knows how to call and check each collective it lists; an algorithm of any
+// other collective would silently go untested.
+TEST(CollectivesRegistry, EveryRegisteredAlgorithmIsSwept) {
+  const auto algorithms = registeredAlgorithms();
+  ASSERT_FALSE(algorithms.empty());
+  ASSERT_FALSE(registeredTransports().empty());
+  for (const auto& [coll, name] : algorithms) {
+    const bool known = std::any_of(std::begin(kAll), std::end(kAll),
+                                   [&, &coll = coll](C c) { return registryName(c) == coll; });
+    EXPECT_TRUE(known) << coll << ":" << name << " is registered but this test cannot run "
+                       << coll << ": add it to kAll and runCase()";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(All, Collectives, ::testing::ValuesIn(allParams()),
                          [](const ::testing::TestParamInfo<Param>& info) {
-                           std::string name = std::string(cName(info.param.coll)) + "_" +
-                                              std::to_string(info.param.nranks) + "ranks";
-                           if (!info.param.variant.name.empty())
-                             name += "_" + info.param.variant.name;
-                           return name;
+                           return testName(info.param);
                          });
 
 }  // namespace

@@ -47,6 +47,8 @@ bool readAll(int fd, void* p, size_t n) {
                             int idRead, const std::vector<int>& idWrites, int resultWrite) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   for (const auto& [k, v] : opt.env) ::setenv(k.c_str(), v.c_str(), 1);
+  if (opt.rankEnv)
+    for (const auto& [k, v] : opt.rankEnv(rank)) ::setenv(k.c_str(), v.c_str(), 1);
   std::string failure;
   chorusComm_t comm = nullptr;
   if (opt.initComm) {

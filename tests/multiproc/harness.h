@@ -31,6 +31,8 @@ struct RankOutcome {
 struct RunOptions {
   double deadlineSeconds = 120;
   std::map<std::string, std::string> env;  // set in every rank before init
+  // Set in rank r before init, after `env` (e.g. a CHORUS_HOST_ID per rank: pretend hosts).
+  std::function<std::map<std::string, std::string>(int rank)> rankEnv;
   bool initComm = true;                     // false: fn gets comm == nullptr and does its own init
 };
 
