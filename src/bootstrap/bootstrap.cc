@@ -79,6 +79,14 @@ Bootstrap::Bootstrap(const JobId& job, int rank, int nranks, double timeoutSecon
     : job_(job), rank_(rank), nranks_(nranks), timeoutSeconds_(timeoutSeconds),
       scope_(std::move(scope)) {}
 
+Bootstrap::~Bootstrap() {
+  if (server_ && !server_->waitAnswersSent(kAnswerSeconds)) {
+    CHORUS_LOG(WARN, INIT) << "bootstrap: rank " << rank_ << " leaves the store it serves at "
+                           << job_.root.toString() << " with answers unsent after "
+                           << seconds(kAnswerSeconds) << " (a rank that does not read them)";
+  }
+}
+
 StatusOr<std::unique_ptr<Bootstrap>> Bootstrap::create(const JobId& job, int rank, int nranks,
                                                        double timeoutSeconds, bool serveStore,
                                                        const std::string& scope) {

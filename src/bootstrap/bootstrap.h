@@ -36,8 +36,13 @@ class Bootstrap {
   static StatusOr<std::unique_ptr<Bootstrap>> create(const JobId& job, int rank, int nranks,
                                                      double timeoutSeconds, bool serveStore,
                                                      const std::string& scope = "chorus");
+  // In the process that serves the store, first waits (at most kAnswerSeconds) until the
+  // answers of the last gather have gone out: this rank got its own, the others' may still be
+  // queued, and the process may exit right after (the store dies with it).
+  ~Bootstrap();
   Bootstrap(const Bootstrap&) = delete;
   Bootstrap& operator=(const Bootstrap&) = delete;
+  static constexpr double kAnswerSeconds = 2.0;
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cerrno>
 #include <cstdio>
 #include <map>
@@ -67,10 +68,16 @@ class StoreServer::Impl {
   void run();
   void stop() {
     stop_.store(true);
-    uint64_t one = 1;
-    // A full eventfd counter still wakes the poll, so a failed write needs no handling.
-    ssize_t n = ::write(wake_.get(), &one, sizeof(one));
-    (void)n;
+    wakeUp();
+  }
+  // Another thread's request: answered by the serving thread once no computed answer is left
+  // unsent (checked after each round of events, so answers of the round that woke the asker
+  // are counted).
+  bool waitAnswersSent(std::chrono::milliseconds limit) {
+    std::unique_lock<std::mutex> lock(sentMu_);
+    const uint64_t ticket = ++sentAsked_;
+    wakeUp();
+    return sentCv_.wait_for(lock, limit, [&] { return sentUpTo_ >= ticket || finished_; });
   }
 
  private:
@@ -95,6 +102,13 @@ class StoreServer::Impl {
     uint64_t request;
   };
 
+  void wakeUp() {
+    uint64_t one = 1;
+    // A full eventfd counter still wakes the poll, so a failed write needs no handling.
+    ssize_t n = ::write(wake_.get(), &one, sizeof(one));
+    (void)n;
+  }
+  void answerSentRequests();
   void acceptAll();
   // Each returns false when the client must be dropped.
   bool onEvents(Client& c, short revents);
@@ -120,6 +134,11 @@ class StoreServer::Impl {
   Secret secret_;
   std::string name_;
   std::atomic<bool> stop_{false};
+  std::mutex sentMu_;  // waitAnswersSent()
+  std::condition_variable sentCv_;
+  uint64_t sentAsked_ = 0;
+  uint64_t sentUpTo_ = 0;
+  bool finished_ = false;  // the thread has ended: nothing more will be sent
 
   uint64_t nextClient_ = 1;
   uint64_t nextRequest_ = 1;
@@ -173,9 +192,22 @@ void StoreServer::Impl::run() {
       else if (!processFrames(id, *it->second)) drop(id);
       drainReady();
     }
+    answerSentRequests();
   }
   flushAllBeforeClosing();
   clients_.clear();
+  std::lock_guard<std::mutex> lock(sentMu_);
+  finished_ = true;
+  sentCv_.notify_all();
+}
+
+void StoreServer::Impl::answerSentRequests() {
+  std::lock_guard<std::mutex> lock(sentMu_);
+  if (sentUpTo_ == sentAsked_) return;
+  for (auto& [id, c] : clients_)
+    if (c->outPos < c->out.size()) return;  // polled for POLLOUT: we come back here
+  sentUpTo_ = sentAsked_;
+  sentCv_.notify_all();
 }
 
 void StoreServer::Impl::flushAllBeforeClosing() {
@@ -577,6 +609,11 @@ StatusOr<std::shared_ptr<StoreServer>> StoreServer::start(const net::SockAddr& b
   server->thread_ = std::make_unique<std::thread>([p = server->impl_.get()] { p->run(); });
   CHORUS_LOG(INFO, INIT) << "bootstrap store listening on " << bound.toString();
   return server;
+}
+
+bool StoreServer::waitAnswersSent(double seconds) {
+  if (::getpid() != ownerPid_ || !impl_) return true;  // a forked copy serves nothing
+  return impl_->waitAnswersSent(std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
 }
 
 StoreServer::~StoreServer() {

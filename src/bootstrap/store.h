@@ -53,6 +53,13 @@ class StoreServer {
   StoreServer(const StoreServer&) = delete;
   StoreServer& operator=(const StoreServer&) = delete;
 
+  // Returns once every answer the server has computed so far has been handed to the kernel
+  // (clients that hung up excepted), or after `seconds`; false on the time limit. A process
+  // that serves the store calls it before it may exit: a gather's last arrival answers every
+  // rank at once, and the rank in the serving process can get its answer before the others'
+  // are written. Does nothing in a forked copy (no serving thread there).
+  bool waitAnswersSent(double seconds);
+
   // The bound address, with the real port.
   net::SockAddr address() const { return address_; }
   const Secret& secret() const { return secret_; }
