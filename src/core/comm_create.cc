@@ -309,13 +309,13 @@ Status Communicator::calibrate() {
       P2POp send{true, buf.data(), sizes[s], DataType::kUint8, other};
       P2POp recv{false, buf.data(), sizes[s], DataType::kUint8, other};
       for (int warm = 0; warm < 2; ++warm) {
-        CHORUS_RETURN_IF_ERROR(runP2PNow({initiator ? send : recv}).withContext("CHORUS_TUNE"));
-        CHORUS_RETURN_IF_ERROR(runP2PNow({initiator ? recv : send}).withContext("CHORUS_TUNE"));
+        CHORUS_RETURN_IF_ERROR(runP2PNow({initiator ? &send : &recv, 1}).withContext("CHORUS_TUNE"));
+        CHORUS_RETURN_IF_ERROR(runP2PNow({initiator ? &recv : &send, 1}).withContext("CHORUS_TUNE"));
       }
       const auto t0 = std::chrono::steady_clock::now();
       for (int i = 0; i < reps[s]; ++i) {
-        CHORUS_RETURN_IF_ERROR(runP2PNow({initiator ? send : recv}).withContext("CHORUS_TUNE"));
-        CHORUS_RETURN_IF_ERROR(runP2PNow({initiator ? recv : send}).withContext("CHORUS_TUNE"));
+        CHORUS_RETURN_IF_ERROR(runP2PNow({initiator ? &send : &recv, 1}).withContext("CHORUS_TUNE"));
+        CHORUS_RETURN_IF_ERROR(runP2PNow({initiator ? &recv : &send, 1}).withContext("CHORUS_TUNE"));
       }
       const double us = std::chrono::duration<double, std::micro>(
                             std::chrono::steady_clock::now() - t0).count() / reps[s] / 2;

@@ -47,7 +47,7 @@ StatusOr<std::shared_ptr<const exec::Plan>> Communicator::planFor(const sched::C
 
 // One plan for a whole group of point-to-point operations: each op's buffer is a user buffer
 // of its own; FIFO order per peer and direction is the order of the calls, as in NCCL.
-StatusOr<std::shared_ptr<const exec::Plan>> Communicator::p2pPlan(const std::vector<P2POp>& ops) {
+StatusOr<std::shared_ptr<const exec::Plan>> Communicator::p2pPlan(std::span<const P2POp> ops) {
   // The same ops as one of the last few groups (a ping-pong alternates a send and a receive; a
   // halo exchange repeats one group): no key to build or look up.
   auto word = [](const P2POp& op) {
@@ -73,7 +73,7 @@ StatusOr<std::shared_ptr<const exec::Plan>> Communicator::p2pPlan(const std::vec
 }
 
 StatusOr<std::shared_ptr<const exec::Plan>> Communicator::p2pPlanFor(
-    const std::vector<P2POp>& ops) {
+    std::span<const P2POp> ops) {
   PlanKey key;
   key.coll = sched::Coll::kSendRecv;
   for (const P2POp& op : ops) {

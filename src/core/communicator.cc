@@ -2,9 +2,11 @@
 // operators schedules do not see, failure and abort, statistics.
 #include "src/core/communicator.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "algorithms/kernels/reduce.h"
+#include "src/base/block_pool.h"
 #include "src/base/logging.h"
 #include "src/bootstrap/bootstrap.h"
 
@@ -140,7 +142,7 @@ Status Communicator::runNow(const CollArgs& a) {
   return Status();
 }
 
-Status Communicator::runP2PNow(const std::vector<P2POp>& ops) {
+Status Communicator::runP2PNow(std::span<const P2POp> ops) {
   CHORUS_RETURN_IF_ERROR(checkUsable());
   CHORUS_ASSIGN_OR_RETURN(auto plan, p2pPlan(ops));
   exec::OpIdentity id;
@@ -148,11 +150,14 @@ Status Communicator::runP2PNow(const std::vector<P2POp>& ops) {
   id.seq = 0;  // point-to-point does not advance the collective counter
   id.dtype = ops.empty() ? DataType::kUint8 : ops.front().dtype;
   exec::Bindings& bind = bindings_;
-  bind.buf.assign(sched::kFirstUserBuf, nullptr);
-  bind.bytes.assign(sched::kFirstUserBuf, 0);
-  for (const P2POp& op : ops) {
-    bind.buf.push_back(static_cast<std::byte*>(const_cast<void*>(op.buf)));
-    bind.bytes.push_back(op.count * dataTypeSize(op.dtype));
+  const size_t nb = sched::kFirstUserBuf + ops.size();
+  bind.buf.resize(nb);
+  bind.bytes.resize(nb);
+  std::fill_n(bind.buf.begin(), sched::kFirstUserBuf, nullptr);
+  std::fill_n(bind.bytes.begin(), sched::kFirstUserBuf, 0);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    bind.buf[sched::kFirstUserBuf + i] = static_cast<std::byte*>(const_cast<void*>(ops[i].buf));
+    bind.bytes[sched::kFirstUserBuf + i] = ops[i].count * dataTypeSize(ops[i].dtype);
   }
   Status st = runPlan(*plan, bind, id.dtype, ReduceOp::kSum, id);
   if (!st.ok()) return fail(st);
@@ -190,19 +195,23 @@ struct P2PRequest final : Request {
 
 StatusOr<std::shared_ptr<Request>> Communicator::collectiveAsync(CollArgs args) {
   const bool now = urgent(args);
-  auto req = std::make_shared<CollRequest>(this, std::move(args));
+  // From the block pool (src/base/block_pool.h): a deep queue of posted calls costs no fresh
+  // page faults, and the steady state no malloc.
+  auto req = std::allocate_shared<CollRequest>(pool::Allocator<CollRequest>(), this,
+                                               std::move(args));
   queue_.enqueue(req, now);
   return std::shared_ptr<Request>(std::move(req));
 }
 
-Status Communicator::sendRecv(std::vector<P2POp> ops) {
-  return queue_.runOrdered([this, &ops] { return runP2PNow(ops); });
+Status Communicator::sendRecv(std::span<const P2POp> ops) {
+  return queue_.runOrdered([this, ops] { return runP2PNow(ops); });
 }
 
 StatusOr<std::shared_ptr<Request>> Communicator::sendRecvAsync(std::vector<P2POp> ops) {
   uint64_t bytes = 0;
   for (const P2POp& op : ops) bytes += op.count * dataTypeSize(op.dtype);
-  auto req = std::make_shared<P2PRequest>(this, std::move(ops));
+  auto req = std::allocate_shared<P2PRequest>(pool::Allocator<P2PRequest>(), this,
+                                              std::move(ops));
   queue_.enqueue(req, bytes >= kUrgentBytes);
   return std::shared_ptr<Request>(std::move(req));
 }

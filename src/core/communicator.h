@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -84,7 +85,8 @@ class Communicator {
 
   Status collective(const CollArgs& args);
   StatusOr<std::shared_ptr<Request>> collectiveAsync(CollArgs args);
-  Status sendRecv(std::vector<P2POp> ops);
+  /// A group of point-to-point operations (the caller's ops: nothing is copied).
+  Status sendRecv(std::span<const P2POp> ops);
   StatusOr<std::shared_ptr<Request>> sendRecvAsync(std::vector<P2POp> ops);
 
   /// Collective over this communicator; *out is null for color < 0.
@@ -96,7 +98,7 @@ class Communicator {
 
   /// What a queued request runs (with the execution lock held, in order).
   Status runCollective(const CollArgs& args) { return runNow(args); }
-  Status runPointToPoint(const std::vector<P2POp>& ops) { return runP2PNow(ops); }
+  Status runPointToPoint(std::span<const P2POp> ops) { return runP2PNow(ops); }
 
   /// Completes `req`, running queued operations on this thread until it is done.
   Status waitFor(const std::shared_ptr<Request>& req) { return queue_.wait(req); }
@@ -129,7 +131,7 @@ class Communicator {
 
   // Calls.
   Status runNow(const CollArgs& args);
-  Status runP2PNow(const std::vector<P2POp>& ops);
+  Status runP2PNow(std::span<const P2POp> ops);
   Status runPlan(const exec::Plan& plan, exec::Bindings& bind, DataType dtype, ReduceOp op,
                  const exec::OpIdentity& id);
   Status fail(const Status& why);
@@ -139,8 +141,8 @@ class Communicator {
   // Selection and plans (comm_plan.cc).
   sched::CollDesc describe(const CollArgs& a, bool inPlace) const;
   StatusOr<std::shared_ptr<const exec::Plan>> planFor(const sched::CollDesc& d);
-  StatusOr<std::shared_ptr<const exec::Plan>> p2pPlan(const std::vector<P2POp>& ops);
-  StatusOr<std::shared_ptr<const exec::Plan>> p2pPlanFor(const std::vector<P2POp>& ops);
+  StatusOr<std::shared_ptr<const exec::Plan>> p2pPlan(std::span<const P2POp> ops);
+  StatusOr<std::shared_ptr<const exec::Plan>> p2pPlanFor(std::span<const P2POp> ops);
 
   int rank_ = 0;
   int nranks_ = 1;

@@ -208,7 +208,102 @@ Status Executor::run(const Plan& plan, Bindings& bind, DataType dtype, ReduceOp 
   }
   if (env.window && id.seq > 0) CHORUS_RETURN_IF_ERROR(enterWindow(plan, id, env));
   if (plan.sequential) return runSequential(plan, id, dtype, op, env);
+  if (plan.single && id.seq == 0) return runSingle(plan, id, env);
   return runDataflow(plan, id, dtype, op, env);
+}
+
+// One point-to-point send or receive: no header, no dependencies. The same waiting as the
+// dataflow (spin, yield, block; deadline, abort, the peer's liveness every 100 ms).
+Status Executor::runSingle(const Plan& plan, const OpIdentity& id, const ExecEnv& env) {
+  const sched::Step& s = plan.schedule.steps[0];
+  const int peer = plan.peers[0].rank;
+  Connection* conn = env.peers->connection(peer);
+  if (!conn)
+    return internalError(describeCall(id, plan.schedule.algo.c_str()) +
+                         ": no connection to rank " + std::to_string(peer));
+  const bool send = s.kind == StepKind::kSend;
+  StatusOr<Op> posted = send ? conn->postSend(ptr(s.a), s.a.bytes, dataTag(0))
+                             : conn->postRecv(ptr(s.dst), s.dst.bytes, dataTag(0));
+  if (!posted.ok()) return posted.status();
+  Op o = *posted;
+  std::chrono::steady_clock::time_point lastProgress{}, lastLiveness{};
+  bool goneMarked = false;
+  for (;;) {
+    conn->progress().ignore();
+    bool done = false;
+    Status st = conn->check(o, &done);
+    if (!st.ok())
+      return st.withContext(describeCall(id, plan.schedule.algo.c_str()) + " " +
+                            describeStep(s, 0));
+    if (done) return Status();
+    if (env.wait.abortFlag && env.wait.abortFlag->load(std::memory_order_relaxed))
+      return remoteError(describeCall(id, plan.schedule.algo.c_str()) +
+                         ": the communicator was aborted on rank " + std::to_string(env.rank) +
+                         " (chorusCommAbort)");
+    const auto now = std::chrono::steady_clock::now();
+    if (lastProgress.time_since_epoch().count() == 0) lastProgress = lastLiveness = now;
+    if (now >= env.wait.deadline)
+      return timeoutError(describeCall(id, plan.schedule.algo.c_str()) + ": timed out after " +
+                          std::to_string(env.wait.timeoutSeconds) + " s on rank " +
+                          std::to_string(env.rank) + " waiting for " + describeStep(s, 0));
+    if (now - lastLiveness > std::chrono::milliseconds(100)) {
+      lastLiveness = now;
+      if (!goneMarked) {
+        Status alive = env.peers->alive(peer);
+        if (!alive.ok()) {
+          goneMarked = true;
+          conn->peerGone(alive.withContext(describeCall(id, plan.schedule.algo.c_str())));
+          continue;  // test again at once
+        }
+      }
+    }
+    const auto idleUs =
+        std::chrono::duration_cast<std::chrono::microseconds>(now - lastProgress).count();
+    if (idleUs < env.wait.spinUs) continue;
+    if (idleUs < env.wait.spinUs + 200) {
+      sched_yield();
+      continue;
+    }
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(env.wait.deadline - now).count();
+    CHORUS_RETURN_IF_ERROR(block(std::span<Connection* const>(&conn, 1),
+                                 static_cast<int>(std::clamp<long long>(left, 0, 100)), false, id,
+                                 plan));
+  }
+}
+
+Status Executor::block(std::span<Connection* const> conns, int waitMs, bool windowPending,
+                       const OpIdentity& id, const Plan& plan) {
+  fds_.clear();
+  words_.clear();
+  bool sleepOk = true;
+  for (Connection* c : conns) {
+    int fd = -1;
+    short events = 0;
+    c->pollInfo(&fd, &events);
+    if (fd >= 0) {
+      if (events) fds_.push_back({fd, events, 0});
+    } else if (!c->prepareWait(words_)) {
+      sleepOk = false;  // that connection can progress right now
+    }
+  }
+  if (windowPending) waitMs = std::min(waitMs, 1);
+  Status st;
+  if (!sleepOk) {
+    // Nothing to sleep on.
+  } else if (!words_.empty() && fds_.empty()) {
+    futex::waitAny(words_, waitMs);
+  } else if (!fds_.empty()) {
+    // Sockets and shared memory at once: poll the sockets in short slices so the shared
+    // memory words are looked at every millisecond.
+    if (!words_.empty()) waitMs = std::min(waitMs, 1);
+    if (::poll(fds_.data(), fds_.size(), waitMs) < 0 && errno != EINTR)
+      st = errnoStatus("poll", describeCall(id, plan.schedule.algo.c_str()));
+  } else {
+    sched_yield();
+  }
+  for (Connection* c : conns) c->endWait();
+  return st;
 }
 
 // Window plans and local-only plans: every step in program order.
@@ -259,6 +354,7 @@ Status Executor::runDataflow(const Plan& plan, const OpIdentity& id, DataType dt
   // ---- Per-peer state --------------------------------------------------------------------
   const size_t np = plan.peers.size();
   while (peerRuns_.size() < np) peerRuns_.push_back(std::make_unique<PeerRun>());
+  conns_.resize(np);
   for (size_t k = 0; k < np; ++k) {
     PeerRun& p = *peerRuns_[k];
     p = PeerRun{};
@@ -266,6 +362,7 @@ Status Executor::runDataflow(const Plan& plan, const OpIdentity& id, DataType dt
     p.conn = env.peers->connection(p.peer);
     if (!p.conn)
       return internalError(call() + ": no connection to rank " + std::to_string(p.peer));
+    conns_[k] = p.conn;
   }
   remaining_.assign(plan.depCount.begin(), plan.depCount.end());
   readyLocal_.assign(plan.ready.begin(), plan.ready.end());
@@ -582,37 +679,9 @@ Status Executor::runDataflow(const Plan& plan, const OpIdentity& id, DataType dt
       sched_yield();
       continue;
     }
-    fds_.clear();
-    words_.clear();
-    bool sleepOk = true;
-    for (size_t k = 0; k < np; ++k) {
-      const PeerRun& p = *peerRuns_[k];
-      int fd = -1;
-      short events = 0;
-      p.conn->pollInfo(&fd, &events);
-      if (fd >= 0) {
-        if (events) fds_.push_back({fd, events, 0});
-      } else if (!p.conn->prepareWait(words_)) {
-        sleepOk = false;  // that connection can progress right now
-      }
-    }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(env.wait.deadline - now).count();
-    int waitMs = static_cast<int>(std::clamp<long long>(left, 0, 100));
-    if (windowPending) waitMs = std::min(waitMs, 1);
-    if (!sleepOk) {
-      // Nothing to sleep on.
-    } else if (!words_.empty() && fds_.empty()) {
-      futex::waitAny(words_, waitMs);
-    } else if (!fds_.empty()) {
-      // Sockets and shared memory at once: poll the sockets in short slices so the shared
-      // memory words are looked at every millisecond.
-      if (!words_.empty()) waitMs = std::min(waitMs, 1);
-      if (::poll(fds_.data(), fds_.size(), waitMs) < 0 && errno != EINTR)
-        return errnoStatus("poll", call());
-    } else {
-      sched_yield();
-    }
-    for (size_t k = 0; k < np; ++k) peerRuns_[k]->conn->endWait();
+    CHORUS_RETURN_IF_ERROR(block(conns_, static_cast<int>(std::clamp<long long>(left, 0, 100)),
+                                 windowPending, id, plan));
   }
   return Status();
 }

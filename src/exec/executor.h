@@ -140,6 +140,11 @@ class Executor {
                        const ExecEnv& env);
   Status runDataflow(const Plan& plan, const OpIdentity& id, DataType dtype, ReduceOp op,
                      const ExecEnv& env);
+  Status runSingle(const Plan& plan, const OpIdentity& id, const ExecEnv& env);
+  // Nothing moved: blocks until one of `conns` may progress or `waitMs` pass (a connection that
+  // can progress right now, or has nothing to block on, makes it return at once).
+  Status block(std::span<Connection* const> conns, int waitMs, bool windowPending,
+               const OpIdentity& id, const Plan& plan);
   Status awaitWindow(const sched::Step& s, size_t index, const Plan& plan, const OpIdentity& id,
                      const ExecEnv& env);
   Status checkWindowHeader(int peer, const Plan& plan, const OpIdentity& id,
@@ -163,6 +168,7 @@ class Executor {
   std::vector<std::unique_ptr<PeerRun>> peerRuns_;
   std::vector<Posted> posted_;
   std::vector<int> freeSlots_;
+  std::vector<Connection*> conns_;  // the message peers' connections, in plan.peers order
   std::vector<pollfd> fds_;
   std::vector<WaitWord> words_;
   uint32_t signalled_ = 0;

@@ -107,6 +107,8 @@ StatusOr<std::shared_ptr<const Plan>> prepare(sched::Schedule schedule, std::str
     if (plan->depCount[i] == 0 && !isMessage(steps[i].kind))
       plan->ready.push_back(static_cast<uint32_t>(i));
   plan->sequential = !messages && plan->peers.empty();
+  plan->single = n == 1 && plan->peers.size() == 1 && !plan->window &&
+                 (steps[0].kind == StepKind::kSend || steps[0].kind == StepKind::kRecv);
   if (plan->window && plan->signals == 0 && !steps.empty())
     return internalError(plan->name + " uses the host window but never signals (its first "
                          "signal publishes its header)");

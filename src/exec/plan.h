@@ -61,6 +61,9 @@ struct Plan {
   uint32_t signals = 0;          ///< kSignal steps (window plans)
   bool window = false;           ///< touches the host window
   bool sequential = false;       ///< no message steps and no message peers: program order
+  /// One send or one receive and nothing else (chorusSend / chorusRecv outside a group): a
+  /// point-to-point run posts it and waits for it, without the dataflow's bookkeeping.
+  bool single = false;
   /// Peers exchange memory handles after their headers (the algorithm reads user buffers of
   /// its peers; every rank of it exchanges, readers or not, so both sides agree).
   bool exchangeHandles = false;

@@ -1,0 +1,87 @@
+#include "src/base/block_pool.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+
+namespace chorus::pool {
+namespace {
+
+constexpr size_t kGranule = 32;  // size classes: 32, 64, ..., kMaxBlock bytes
+constexpr size_t kClasses = kMaxBlock / kGranule;
+constexpr size_t kFirstSlabBlocks = 2048;
+constexpr size_t kMinSlab = 64 << 10;
+constexpr size_t kMaxSlab = 64 << 20;
+
+struct FreeBlock {
+  FreeBlock* next;
+};
+
+struct SizeClass {
+  std::mutex mu;
+  FreeBlock* free = nullptr;
+  std::byte* cursor = nullptr;  // the current slab's blocks not handed out yet
+  std::byte* end = nullptr;
+  size_t nextSlab = 0;
+};
+
+std::atomic<size_t> gMapped{0};
+
+// Leaked on purpose: requests may be freed by static destructors of other objects after ours
+// would have run.
+std::array<SizeClass, kClasses>& classes() {
+  static auto* c = new std::array<SizeClass, kClasses>();
+  return *c;
+}
+
+size_t classOf(size_t bytes) { return (std::max<size_t>(bytes, 1) + kGranule - 1) / kGranule - 1; }
+
+}  // namespace
+
+void* allocate(size_t bytes) {
+  if (bytes > kMaxBlock) return ::operator new(bytes);
+  const size_t cls = classOf(bytes);
+  const size_t block = (cls + 1) * kGranule;
+  SizeClass& c = classes()[cls];
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (c.free) {
+    FreeBlock* b = c.free;
+    c.free = b->next;
+    return b;
+  }
+  if (c.cursor == c.end) {
+    if (c.nextSlab == 0) c.nextSlab = std::max(kMinSlab, block * kFirstSlabBlocks);
+    const size_t slab = c.nextSlab;
+    void* m = ::mmap(nullptr, slab, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (m == MAP_FAILED) throw std::bad_alloc();
+    gMapped.fetch_add(slab, std::memory_order_relaxed);
+    c.cursor = static_cast<std::byte*>(m);
+    c.end = c.cursor + slab / block * block;
+    c.nextSlab = std::min(kMaxSlab, slab * 2);
+  }
+  void* p = c.cursor;
+  c.cursor += block;
+  return p;
+}
+
+void release(void* p, size_t bytes) noexcept {
+  if (!p) return;
+  if (bytes > kMaxBlock) {
+    ::operator delete(p);
+    return;
+  }
+  SizeClass& c = classes()[classOf(bytes)];
+  std::lock_guard<std::mutex> lock(c.mu);
+  auto* b = static_cast<FreeBlock*>(p);
+  b->next = c.free;
+  c.free = b;
+}
+
+size_t mappedBytes() { return gMapped.load(std::memory_order_relaxed); }
+
+}  // namespace chorus::pool
