@@ -226,7 +226,8 @@ Status Executor::runSingle(const Plan& plan, const OpIdentity& id, const ExecEnv
                              : conn->postRecv(ptr(s.dst), s.dst.bytes, dataTag(0));
   if (!posted.ok()) return posted.status();
   Op o = *posted;
-  std::chrono::steady_clock::time_point lastProgress{}, lastLiveness{};
+  // The deadline counts from the first time the op is not done (the caller set none).
+  std::chrono::steady_clock::time_point lastProgress{}, lastLiveness{}, deadline{};
   bool goneMarked = false;
   for (;;) {
     conn->progress().ignore();
@@ -241,8 +242,12 @@ Status Executor::runSingle(const Plan& plan, const OpIdentity& id, const ExecEnv
                          ": the communicator was aborted on rank " + std::to_string(env.rank) +
                          " (chorusCommAbort)");
     const auto now = std::chrono::steady_clock::now();
-    if (lastProgress.time_since_epoch().count() == 0) lastProgress = lastLiveness = now;
-    if (now >= env.wait.deadline)
+    if (lastProgress.time_since_epoch().count() == 0) {
+      lastProgress = lastLiveness = now;
+      deadline = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                           std::chrono::duration<double>(env.wait.timeoutSeconds));
+    }
+    if (now >= deadline)
       return timeoutError(describeCall(id, plan.schedule.algo.c_str()) + ": timed out after " +
                           std::to_string(env.wait.timeoutSeconds) + " s on rank " +
                           std::to_string(env.rank) + " waiting for " + describeStep(s, 0));
@@ -264,8 +269,7 @@ Status Executor::runSingle(const Plan& plan, const OpIdentity& id, const ExecEnv
       sched_yield();
       continue;
     }
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(env.wait.deadline - now).count();
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
     CHORUS_RETURN_IF_ERROR(block(std::span<Connection* const>(&conn, 1),
                                  static_cast<int>(std::clamp<long long>(left, 0, 100)), false, id,
                                  plan));

@@ -62,7 +62,9 @@ struct Plan {
   bool window = false;           ///< touches the host window
   bool sequential = false;       ///< no message steps and no message peers: program order
   /// One send or one receive and nothing else (chorusSend / chorusRecv outside a group): a
-  /// point-to-point run posts it and waits for it, without the dataflow's bookkeeping.
+  /// point-to-point run (sequence 0) posts it and waits for it, without the dataflow's
+  /// bookkeeping, and starts its deadline only when it first has to wait. A collective with
+  /// such a plan still runs as a dataflow (its header goes first).
   bool single = false;
   /// Peers exchange memory handles after their headers (the algorithm reads user buffers of
   /// its peers; every rank of it exchanges, readers or not, so both sides agree).

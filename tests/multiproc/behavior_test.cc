@@ -588,6 +588,31 @@ TEST(Failure, TimeoutIsBoundedAndNamesThePeer) {
   EXPECT_EQ(summarize(out), "");
 }
 
+// A blocking receive is the one-message executor path (Executor::runSingle), whose deadline
+// starts when it first has to wait: it must still end at the timeout, naming the peer.
+TEST(Failure, ReceiveTimeoutIsBoundedAndNamesThePeer) {
+  for (const char* transport : {"shm", "tcp"}) {
+    auto out = runRanks(2, [](chorusComm_t comm, int rank, int) -> std::string {
+      RANK_OK(chorusCommSetTimeout(comm, 1.0));
+      if (rank == 1) {
+        ::sleep(4);  // never sends
+        return "";
+      }
+      float x = 0;
+      const double t0 = monotonicSeconds();
+      chorusResult_t r = chorusRecv(&x, 1, chorusFloat32, 1, comm, nullptr);
+      const double took = monotonicSeconds() - t0;
+      RANK_CHECK(r == chorusTimeout,
+                 std::string("expected chorusTimeout, got ") + chorusGetErrorString(r));
+      RANK_CHECK(took >= 0.9 && took < 3.0, "timeout took " + std::to_string(took) + " s");
+      const std::string msg = chorusGetLastError(comm);
+      RANK_CHECK(msg.find("rank 1") != std::string::npos, "message names the peer: " + msg);
+      return "";
+    }, {.deadlineSeconds = 30, .env = {{"CHORUS_TRANSPORT", transport}}});
+    EXPECT_EQ(summarize(out), "") << transport;
+  }
+}
+
 TEST(Bootstrap, WrongSecretIsRefused) {
   // Rank 0 serves the store with one secret; rank 1 presents another and must be refused, with a
   // message that says so. Rank 0 then times out naming the rank that never arrived.
