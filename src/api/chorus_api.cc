@@ -131,6 +131,18 @@ Status checkSize(uint64_t count, chorusDataType_t t, uint64_t factor) {
   return Status();
 }
 
+// The common case of a call, tested as plain conditions before any Status is built: the handle
+// this thread validated last, a known type, buffers where there are elements, and a count whose
+// bytes cannot overflow (2^56 elements of at most 8 bytes). A call that fails any of them takes
+// the checks above, which say what is wrong.
+bool plainCall(chorusComm_t comm, chorusDataType_t t, size_t count, const void* a,
+               const void* b) {
+  return comm && comm == tlsCheckedComm &&
+         comm->magic.load(std::memory_order_acquire) == chorusComm::kMagic &&
+         chorus::isValidDataType(static_cast<int>(t)) && count <= (uint64_t{1} << 56) &&
+         ((a && b) || count == 0);
+}
+
 // ---- Groups ------------------------------------------------------------------------------
 
 struct GroupedColl {
@@ -180,12 +192,14 @@ chorusResult_t doCollective(chorusComm_t comm, CollArgs&& a, chorusRequest_t* re
 
 chorusResult_t allReduceImpl(const void* s, void* r, size_t count, chorusDataType_t t,
                              chorusRedOp_t op, chorusComm_t comm, chorusRequest_t* req) {
-  CHORUS_CHECK(nullptr, checkComm(comm));
-  CHORUS_CHECK(comm, checkType(t));
-  CHORUS_CHECK(comm, checkOp(comm, op, t));
-  CHORUS_CHECK(comm, checkBuf(s, count, "sendbuff"));
-  CHORUS_CHECK(comm, checkBuf(r, count, "recvbuff"));
-  CHORUS_CHECK(comm, checkSize(count, t, 1));
+  if (!plainCall(comm, t, count, s, r) || op < chorusSum || op >= chorusNumOps) {
+    CHORUS_CHECK(nullptr, checkComm(comm));
+    CHORUS_CHECK(comm, checkType(t));
+    CHORUS_CHECK(comm, checkOp(comm, op, t));
+    CHORUS_CHECK(comm, checkBuf(s, count, "sendbuff"));
+    CHORUS_CHECK(comm, checkBuf(r, count, "recvbuff"));
+    CHORUS_CHECK(comm, checkSize(count, t, 1));
+  }
   CollArgs a;
   a.coll = sched::Coll::kAllReduce;
   a.send = s, a.recv = r, a.count = count, a.dtype = static_cast<DataType>(t);
@@ -332,16 +346,7 @@ chorusResult_t barrierImpl(chorusComm_t comm, chorusRequest_t* req) {
 
 chorusResult_t p2pImpl(bool isSend, const void* buf, size_t count, chorusDataType_t t, int peer,
                        chorusComm_t comm, chorusRequest_t* req) {
-  // A ping-pong is a chain of these calls: the arguments of the common case are tested as
-  // plain conditions (the handle this thread validated last, a known type, a peer in range, a
-  // buffer, a count whose bytes fit), and only a call that fails one of them goes through the
-  // checks that say what is wrong.
-  const bool plain = comm && comm == tlsCheckedComm &&
-                     comm->magic.load(std::memory_order_acquire) == chorusComm::kMagic &&
-                     chorus::isValidDataType(static_cast<int>(t)) && peer >= 0 &&
-                     peer < comm->impl->size() && (buf || count == 0) &&
-                     count <= (uint64_t{1} << 56);
-  if (!plain) {
+  if (!plainCall(comm, t, count, buf, buf) || peer < 0 || peer >= comm->impl->size()) {
     CHORUS_CHECK(nullptr, checkComm(comm));
     CHORUS_CHECK(comm, checkType(t));
     CHORUS_CHECK(comm, checkRank(comm, peer, "peer"));
