@@ -43,11 +43,11 @@ void OpQueue::enqueue(std::shared_ptr<Request> req, bool urgent) {
     std::lock_guard<std::mutex> lock(queueMu_);
     queue_.push_back(std::move(req));
     queued_.fetch_add(1, std::memory_order_acq_rel);
-    lastWork_ = std::chrono::steady_clock::now();
     activity_.fetch_add(1, std::memory_order_relaxed);
     if (urgent) urgentQueued_ = true;
     if (!worker_.joinable()) {
       workerTicking_ = true;
+      lastWork_ = std::chrono::steady_clock::now();
       worker_ = std::thread([this] { workerLoop(); });
     }
     wake = urgent || !workerTicking_;
@@ -91,6 +91,9 @@ void OpQueue::workerLoop() {
     const uint64_t act = activity_.load(std::memory_order_relaxed);
     const bool callerAway = act == seen;  // nothing started or waited for since we last looked
     seen = act;
+    // The worker keeps the time of the last activity it saw (at its tick's resolution), so
+    // that posting a call reads no clock.
+    if (!callerAway || !queue_.empty()) lastWork_ = std::chrono::steady_clock::now();
     if (!queue_.empty() && waiters_.load() == 0 && (urgentQueued_ || callerAway || stopping_)) {
       urgentQueued_ = false;
       lock.unlock();
