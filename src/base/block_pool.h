@@ -12,7 +12,7 @@
 // a pool's memory is its high-water mark, like any allocator's arena.
 //
 // Process-wide (a request may outlive its communicator) and thread-safe (a request is freed by
-// whichever thread drops it last): one mutex per size class, held for a pointer swap.
+// whichever thread drops it last): one spin lock per size class, held for a pointer swap.
 #pragma once
 
 #include <cstddef>
