@@ -290,15 +290,17 @@ chorusResult_t allToAllvImpl(const void* s, const size_t sc[], const size_t sd[]
   int n = comm->impl->size();
   CollArgs a;
   a.coll = sched::Coll::kAllToAllv;
+  auto v = std::make_shared<CollArgs::Counts>();
   uint64_t totalSend = 0, totalRecv = 0;
   for (int i = 0; i < n; ++i) {
-    a.sendCounts.push_back(sc[i]);
-    a.sendDispls.push_back(sd[i]);
-    a.recvCounts.push_back(rc[i]);
-    a.recvDispls.push_back(rd[i]);
+    v->sendCounts.push_back(sc[i]);
+    v->sendDispls.push_back(sd[i]);
+    v->recvCounts.push_back(rc[i]);
+    v->recvDispls.push_back(rd[i]);
     totalSend += sc[i];
     totalRecv += rc[i];
   }
+  a.v = std::move(v);
   CHORUS_CHECK(comm, checkBuf(s, totalSend, "sendbuff"));
   CHORUS_CHECK(comm, checkBuf(r, totalRecv, "recvbuff"));
   if (s && s == r && (totalSend > 0 || totalRecv > 0))

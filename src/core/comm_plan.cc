@@ -24,10 +24,12 @@ sched::CollDesc Communicator::describe(const CollArgs& a, bool inPlace) const {
   d.inPlace = inPlace;
   d.chunkBytes = std::max<uint64_t>(elem, chunkBytes_ / elem * elem);
   d.hostOf = hostOf_;
-  d.sendCounts = a.sendCounts;
-  d.sendDispls = a.sendDispls;
-  d.recvCounts = a.recvCounts;
-  d.recvDispls = a.recvDispls;
+  if (a.v) {
+    d.sendCounts = a.v->sendCounts;
+    d.sendDispls = a.v->sendDispls;
+    d.recvCounts = a.v->recvCounts;
+    d.recvDispls = a.v->recvDispls;
+  }
   d.window = agreed_.window;
   return d;
 }

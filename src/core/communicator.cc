@@ -95,8 +95,8 @@ Status Communicator::runNow(const CollArgs& a) {
   key.elemSize = static_cast<uint32_t>(elem);
   key.root = rooted(a.coll) ? a.root : -1;
   key.count = a.count;
-  if (a.coll == sched::Coll::kAllToAllv) {
-    for (const auto* v : {&a.sendCounts, &a.sendDispls, &a.recvCounts, &a.recvDispls})
+  if (a.coll == sched::Coll::kAllToAllv && a.v) {
+    for (const auto* v : {&a.v->sendCounts, &a.v->sendDispls, &a.v->recvCounts, &a.v->recvDispls})
       key.extra.insert(key.extra.end(), v->begin(), v->end());
   }
   // The last call's plan first: a repeated call (the latency-bound case) skips the hash.

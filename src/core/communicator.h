@@ -54,7 +54,11 @@ struct CollArgs {
   DataType dtype = DataType::kFloat32;
   int userOp = -1;  // chorusRedOp_t value; -1 when there is no reduction
   int root = -1;
-  std::vector<uint64_t> sendCounts, sendDispls, recvCounts, recvDispls;  // alltoallv
+  /// All-to-allv only (null otherwise), so the other calls' requests stay small.
+  struct Counts {
+    std::vector<uint64_t> sendCounts, sendDispls, recvCounts, recvDispls;
+  };
+  std::shared_ptr<const Counts> v;
 };
 
 /// One point-to-point operation (a group of them runs as one plan).
