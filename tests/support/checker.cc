@@ -34,7 +34,22 @@ constexpr uint32_t kPoison = 0;
 
 class ValuePool {
  public:
-  ValuePool() { sets_.push_back({0, 0}); }
+  // The storage of the thread's previous pool is reused: a sweep checks thousands of cases one
+  // after another, and growing these vectors afresh each time (doubling, copying, and for the
+  // large ones mapping and faulting in new pages) took most of a large case's time.
+  ValuePool() {
+    terms_.swap(spareTerms());
+    sets_.swap(spareSets());
+    terms_.clear();
+    sets_.clear();
+    sets_.push_back({0, 0});
+  }
+  ~ValuePool() {
+    terms_.swap(spareTerms());
+    sets_.swap(spareSets());
+  }
+  ValuePool(const ValuePool&) = delete;
+  ValuePool& operator=(const ValuePool&) = delete;
 
   uint32_t single(uint64_t t) {
     sets_.push_back({terms_.size(), 1});
@@ -71,6 +86,15 @@ class ValuePool {
   }
 
  private:
+  static std::vector<uint64_t>& spareTerms() {
+    thread_local std::vector<uint64_t> v;
+    return v;
+  }
+  static std::vector<std::pair<size_t, size_t>>& spareSets() {
+    thread_local std::vector<std::pair<size_t, size_t>> v;
+    return v;
+  }
+
   std::vector<uint64_t> terms_;
   std::vector<std::pair<size_t, size_t>> sets_;  // id -> (offset, length) in terms_
 };
