@@ -5,15 +5,22 @@
 // Every float operation that decides a result is written once here, as a named function, and
 // compiled by the host compiler and by nvcc (CHORUS_HD). On the device they are the _rn
 // intrinsics, which nvcc never contracts into an FMA; quantize.cc is compiled with
-// -ffp-contract=off for the same reason. Rounding to an integer is done with float additions
-// (roundNearest, floorSmall) instead of library calls or conversion instructions, so it does not
-// depend on which instructions a target has; the values it is applied to are clamped first and
-// are always below 2^22 in magnitude.
+// -ffp-contract=off for the same reason. Rounding to an integer code is the conversion
+// instruction (cvtss2si / cvtps2dq on x86, which round in the current mode: nearest-even by
+// default, as __float2int_rn always does on the GPU) or floor, which no mode affects.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+
+#if !defined(__CUDA_ARCH__) && (defined(__x86_64__) || defined(__SSE__))
+#include <xmmintrin.h>
+#define CHORUS_QUANT_HOST_SSE 1
+#else
+#define CHORUS_QUANT_HOST_SSE 0
+#endif
 
 #include "algorithms/kernels/float_formats.h"
 
@@ -31,25 +38,29 @@ struct QuantConfig {
 namespace quant {
 
 // ---- layout --------------------------------------------------------------------------------
+//
+// The functions take the shape as (bits, asymmetric) so the CPU loops can pass compile-time
+// constants and the GPU kernels run-time values.
 
 /// Bytes of a group's header: the float32 scale, then (asymmetric) the float32 offset.
-CHORUS_HD inline size_t headerBytes(const QuantConfig& c) { return c.asymmetric ? 8 : 4; }
+CHORUS_HD constexpr size_t headerBytes(bool asymmetric) { return asymmetric ? 8 : 4; }
 
 /// Bytes of the codes of n elements: one per element (8 bits), two elements per byte (4 bits;
 /// an odd n leaves the high nibble of the last byte zero).
-CHORUS_HD inline size_t payloadBytes(const QuantConfig& c, uint64_t n) {
-  return c.bits == 8 ? size_t(n) : size_t((n + 1) / 2);
+CHORUS_HD constexpr size_t payloadBytes(uint32_t bits, uint64_t n) {
+  return bits == 8 ? size_t(n) : size_t((n + 1) / 2);
 }
 
 /// Bytes of the record of a group of n elements (header + codes).
-CHORUS_HD inline size_t recordBytes(const QuantConfig& c, uint64_t n) {
-  return headerBytes(c) + payloadBytes(c, n);
+CHORUS_HD constexpr size_t recordBytes(uint32_t bits, bool asymmetric, uint64_t n) {
+  return headerBytes(asymmetric) + payloadBytes(bits, n);
 }
 
 /// Bytes of `count` elements quantized: whole groups back to back, then the short last group.
 CHORUS_HD inline size_t packedBytes(const QuantConfig& c, uint64_t count) {
   const uint64_t full = count / c.groupSize, rest = count % c.groupSize;
-  return size_t(full) * recordBytes(c, c.groupSize) + (rest != 0 ? recordBytes(c, rest) : 0);
+  return size_t(full) * recordBytes(c.bits, c.asymmetric, c.groupSize) +
+         (rest != 0 ? recordBytes(c.bits, c.asymmetric, rest) : 0);
 }
 
 /// What a group's header holds, plus the reciprocal the encoder multiplies by.
@@ -59,15 +70,15 @@ struct GroupParams {
   float inv = 0;     ///< 1 / scale as the encoder uses it (0 when scale is 0)
 };
 
-CHORUS_HD inline void storeHeader(unsigned char* record, const QuantConfig& c, GroupParams p) {
+CHORUS_HD inline void storeHeader(unsigned char* record, bool asymmetric, GroupParams p) {
   std::memcpy(record, &p.scale, 4);
-  if (c.asymmetric) std::memcpy(record + 4, &p.offset, 4);
+  if (asymmetric) std::memcpy(record + 4, &p.offset, 4);
 }
 
-CHORUS_HD inline GroupParams loadHeader(const unsigned char* record, const QuantConfig& c) {
+CHORUS_HD inline GroupParams loadHeader(const unsigned char* record, bool asymmetric) {
   GroupParams p;
   std::memcpy(&p.scale, record, 4);
-  if (c.asymmetric) std::memcpy(&p.offset, record + 4, 4);
+  if (asymmetric) std::memcpy(&p.offset, record + 4, 4);
   return p;
 }
 
@@ -75,11 +86,11 @@ CHORUS_HD inline GroupParams loadHeader(const unsigned char* record, const Quant
 
 /// Lowest and highest code, as floats: symmetric [-(2^(b-1)-1), 2^(b-1)-1] (±7, ±127),
 /// asymmetric [0, 2^b-1] (15, 255).
-CHORUS_HD inline float codeLow(const QuantConfig& c) {
-  return c.asymmetric ? 0.0f : -float((1u << (c.bits - 1)) - 1);
+CHORUS_HD constexpr float codeLow(uint32_t bits, bool asymmetric) {
+  return asymmetric ? 0.0f : -float((1u << (bits - 1)) - 1);
 }
-CHORUS_HD inline float codeHigh(const QuantConfig& c) {
-  return c.asymmetric ? float((1u << c.bits) - 1) : float((1u << (c.bits - 1)) - 1);
+CHORUS_HD constexpr float codeHigh(uint32_t bits, bool asymmetric) {
+  return asymmetric ? float((1u << bits) - 1) : float((1u << (bits - 1)) - 1);
 }
 
 // ---- float operations (never contracted, identical on host and device) ---------------------
@@ -118,16 +129,25 @@ CHORUS_HD inline float div(float a, float b) {
 CHORUS_HD inline float atLeast(float v, float lo) { return v > lo ? v : lo; }
 CHORUS_HD inline float atMost(float v, float hi) { return v < hi ? v : hi; }
 
-/// 1.5 * 2^23: adding it leaves no fraction bits for |v| < 2^22, so the FPU rounds v to an
-/// integer, to nearest-even (in the default rounding mode, the one kernels assume).
-inline constexpr float kRoundMagic = 12582912.0f;
+/// v rounded to an integer code: nearest, ties to even (in the default rounding mode, the one
+/// the kernels assume). Scalar and vector x86 code use the same conversion, so they agree in
+/// any mode.
+CHORUS_HD inline int32_t codeNearest(float v) {
+#if defined(__CUDA_ARCH__)
+  return __float2int_rn(v);
+#elif CHORUS_QUANT_HOST_SSE
+  return _mm_cvtss_si32(_mm_set_ss(v));
+#else
+  return int32_t(std::nearbyint(v));
+#endif
+}
 
-CHORUS_HD inline float roundNearest(float v) { return sub(add(v, kRoundMagic), kRoundMagic); }
-
-/// floor(v) for |v| < 2^22.
-CHORUS_HD inline float floorSmall(float v) {
-  const float r = roundNearest(v);
-  return r > v ? sub(r, 1.0f) : r;
+CHORUS_HD inline float floorOf(float v) {
+#if defined(__CUDA_ARCH__)
+  return floorf(v);
+#else
+  return std::floor(v);
+#endif
 }
 
 // ---- group parameters ----------------------------------------------------------------------
@@ -187,9 +207,9 @@ CHORUS_HD inline GroupParams asymmetricParams(float lo, float hi, float high) {
   return p;
 }
 
-CHORUS_HD inline GroupParams paramsOf(const Extent& e, const QuantConfig& c) {
-  return c.asymmetric ? asymmetricParams(e.lo, e.hi, codeHigh(c))
-                      : symmetricParams(e.absmax, codeHigh(c));
+CHORUS_HD inline GroupParams paramsOf(const Extent& e, uint32_t bits, bool asymmetric) {
+  return asymmetric ? asymmetricParams(e.lo, e.hi, codeHigh(bits, asymmetric))
+                    : symmetricParams(e.absmax, codeHigh(bits, asymmetric));
 }
 
 // ---- stochastic rounding: a counter-based generator ----------------------------------------
@@ -197,9 +217,11 @@ CHORUS_HD inline GroupParams paramsOf(const Extent& e, const QuantConfig& c) {
 // The random number for element i (its index in the stream being quantized, see quantize.h) is
 // a hash of (seed, i): no state, so the result depends neither on how the work is split nor on
 // the order it is done in. The hash is a 32-bit multiply-xorshift permutation (the "lowbias32"
-// constants from Chris Wellons' hash-prospector search), applied twice with keys derived from
-// the seed and the high half of i. 32-bit operations only: AVX2 and GPUs multiply 32-bit lanes
-// natively.
+// constants from Chris Wellons' hash-prospector search) of an affine map of the index's low half,
+// m * i + a, whose odd multiplier m and addend a come from the seed (a also from the index's high
+// half): a bijection of the 2^32 indices for every key, so no two elements of a stretch share a
+// value. 32-bit operations only: AVX2 and GPUs multiply 32-bit lanes natively, and a vector loop
+// steps m * i by adding m * width.
 
 CHORUS_HD inline uint32_t mix32(uint32_t x) {
   x ^= x >> 16;
@@ -212,21 +234,21 @@ CHORUS_HD inline uint32_t mix32(uint32_t x) {
 
 /// The keys for the 2^32 indices that share indexHigh = i >> 32.
 struct RandomKeys {
-  uint32_t k0 = 0;
-  uint32_t k1 = 0;
+  uint32_t mult = 1;  ///< odd
+  uint32_t add = 0;
 };
 
 CHORUS_HD inline RandomKeys randomKeys(uint64_t seed, uint32_t indexHigh) {
   const uint32_t a = mix32(uint32_t(seed >> 32) + 0x9e3779b9u);
   RandomKeys k;
-  k.k0 = mix32(uint32_t(seed) ^ a);
-  k.k1 = mix32((indexHigh ^ k.k0) + 0x85ebca6bu);
+  k.mult = mix32(uint32_t(seed) ^ a) | 1u;
+  k.add = mix32((indexHigh ^ k.mult) + 0x85ebca6bu);
   return k;
 }
 
 /// 24 random bits for the element whose index has low half indexLow.
 CHORUS_HD inline uint32_t randomBits24(RandomKeys k, uint32_t indexLow) {
-  return mix32(mix32(indexLow ^ k.k0) + k.k1) >> 8;
+  return mix32(indexLow * k.mult + k.add) >> 8;
 }
 
 /// Uniform in [0, 1), in steps of 2^-24 (exact in float).
@@ -237,21 +259,20 @@ CHORUS_HD inline float uniform(RandomKeys k, uint32_t indexLow) {
 
 // ---- one element ---------------------------------------------------------------------------
 
-/// The value the rounding step starts from: x / scale relative to the offset, clamped to the
-/// code range (NaN -> low).
-CHORUS_HD inline float scaled(float x, GroupParams p, bool asymmetric, float low, float high) {
+/// The value the rounding step starts from: x / scale relative to the offset, NaN replaced by
+/// the lowest code. No upper clamp is needed: x is at most the group's absmax (or max), so
+/// v <= high * (1 + 2^-23) — the reciprocal and the product each round once — and that rounds
+/// to high; likewise v >= low (x - min >= 0 exactly, since rounding is monotonic).
+CHORUS_HD inline float scaled(float x, GroupParams p, bool asymmetric, float low) {
   const float v = asymmetric ? mul(sub(x, p.offset), p.inv) : mul(x, p.inv);
-  return atMost(atLeast(v, low), high);
+  return atLeast(v, low);
 }
-
-/// Round-to-nearest-even code of a clamped value.
-CHORUS_HD inline int32_t codeNearest(float v) { return int32_t(roundNearest(v)); }
 
 /// Stochastic code: floor(v + u) with u uniform in [0, 1), so the code is ceil(v) with
 /// probability frac(v) and the expected code is v (up to the float rounding of v + u, a bias
-/// below 2^-20 of a step). v + u can reach high + 1 only by rounding, hence the final clamp.
+/// below 2^-20 of a step). v + u can reach high + 1 only by rounding, hence the clamp.
 CHORUS_HD inline int32_t codeStochastic(float v, float u, float high) {
-  return int32_t(atMost(floorSmall(add(v, u)), high));
+  return int32_t(atMost(floorOf(add(v, u)), high));
 }
 
 /// The value of a code.
@@ -263,10 +284,23 @@ CHORUS_HD inline float decode(int32_t q, GroupParams p, bool asymmetric) {
 /// The code of element j of a group's payload: a signed byte (symmetric 8 bits), an unsigned
 /// byte (asymmetric 8 bits), or nibble j % 2 of byte j / 2 — the low nibble for even j — read as
 /// 4-bit two's complement (symmetric) or unsigned (asymmetric).
-CHORUS_HD inline int32_t loadCode(const unsigned char* payload, uint64_t j, const QuantConfig& c) {
-  if (c.bits == 8) return c.asymmetric ? int32_t(payload[j]) : int32_t(int8_t(payload[j]));
+CHORUS_HD inline int32_t loadCode(const unsigned char* payload, uint64_t j, uint32_t bits,
+                                  bool asymmetric) {
+  if (bits == 8) return asymmetric ? int32_t(payload[j]) : int32_t(int8_t(payload[j]));
   const uint32_t nibble = (payload[j / 2] >> ((j % 2) * 4)) & 0xfu;
-  return c.asymmetric ? int32_t(nibble) : int32_t(nibble ^ 8u) - 8;
+  return asymmetric ? int32_t(nibble) : int32_t(nibble ^ 8u) - 8;
+}
+
+/// Code q stored into a payload: byte j (8 bits) or nibble j % 2 of byte j / 2 (4 bits), the
+/// other nibble kept (it must have been zeroed or written before).
+CHORUS_HD inline void storeCode(unsigned char* payload, uint64_t j, uint32_t bits, int32_t q) {
+  if (bits == 8) {
+    payload[j] = (unsigned char)(q);
+  } else if (j % 2 == 0) {
+    payload[j / 2] = (unsigned char)(uint32_t(q) & 0xfu);
+  } else {
+    payload[j / 2] = (unsigned char)(payload[j / 2] | ((uint32_t(q) & 0xfu) << 4));
+  }
 }
 
 }  // namespace quant
