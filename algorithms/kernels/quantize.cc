@@ -200,7 +200,8 @@ struct Avx2Ops {
   CHORUS_TARGET_AVX2 static __m256i bfloat16Bits(__m256 v) {
     const __m256i bits = _mm256_castps_si256(v);
     const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
-    const __m256i rounded = _mm256_add_epi32(bits, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb));
+    const __m256i bias = _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb);
+    const __m256i rounded = _mm256_add_epi32(bits, bias);
     const __m256i nan = _mm256_or_si256(bits, _mm256_set1_epi32(int(detail::kF32QuietBit)));
     const __m256i isNan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
     return _mm256_srli_epi32(_mm256_blendv_epi8(rounded, nan, isNan), 16);
@@ -346,8 +347,10 @@ struct Avx2Ops {
       // Even and odd elements (load16): put back in order, two 16-bit codes per 32-bit lane,
       // giving elements 0-15 (w0) and 16-31 (w1).
       const __m256i low16 = _mm256_set1_epi32(0xffff);
-      const __m256i w0 = _mm256_or_si256(_mm256_and_si256(q[0], low16), _mm256_slli_epi32(q[1], 16));
-      const __m256i w1 = _mm256_or_si256(_mm256_and_si256(q[2], low16), _mm256_slli_epi32(q[3], 16));
+      const __m256i w0 =
+          _mm256_or_si256(_mm256_and_si256(q[0], low16), _mm256_slli_epi32(q[1], 16));
+      const __m256i w1 =
+          _mm256_or_si256(_mm256_and_si256(q[2], low16), _mm256_slli_epi32(q[3], 16));
       // The pack works per 128-bit half: 0-7 16-23 8-15 24-31.
       const __m256i bytes = M::kAsymmetric ? _mm256_packus_epi16(w0, w1)
                                            : _mm256_packs_epi16(w0, w1);

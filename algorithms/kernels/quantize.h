@@ -61,11 +61,6 @@
 
 namespace chorus::kernels {
 
-/// Whether t can be quantized (float32, bfloat16, float16).
-constexpr bool isQuantizableType(DataType t) {
-  return t == DataType::kFloat32 || t == DataType::kBfloat16 || t == DataType::kFloat16;
-}
-
 /// chorusInvalidArgument naming the field (prefixed with `what`, e.g. "config->") when the
 /// config cannot be used: bits not 4 or 8, group size 0, or odd with 4 bits.
 Status validateQuantConfig(const QuantConfig& config, const char* what = "");

@@ -22,6 +22,7 @@
 #define CHORUS_QUANT_HOST_SSE 0
 #endif
 
+#include "algorithms/kernels/dtype.h"
 #include "algorithms/kernels/float_formats.h"
 
 namespace chorus::kernels {
@@ -35,7 +36,17 @@ struct QuantConfig {
   uint64_t seed = 0;          ///< stochastic rounding only
 };
 
+/// Whether t can be quantized (float32, bfloat16, float16).
+CHORUS_HD constexpr bool isQuantizableType(DataType t) {
+  return t == DataType::kFloat32 || t == DataType::kBfloat16 || t == DataType::kFloat16;
+}
+
 namespace quant {
+
+/// Whether the kernels can run a config (validateQuantConfig in quantize.h says why not).
+CHORUS_HD constexpr bool usable(const QuantConfig& c) {
+  return (c.bits == 4 || c.bits == 8) && c.groupSize != 0 && (c.bits == 8 || c.groupSize % 2 == 0);
+}
 
 // ---- layout --------------------------------------------------------------------------------
 //
@@ -282,7 +293,7 @@ CHORUS_HD inline float decode(int32_t q, GroupParams p, bool asymmetric) {
 }
 
 /// The code of element j of a group's payload: a signed byte (symmetric 8 bits), an unsigned
-/// byte (asymmetric 8 bits), or nibble j % 2 of byte j / 2 — the low nibble for even j — read as
+/// byte (asymmetric 8 bits), or nibble j % 2 of byte j / 2 (the low nibble for even j) read as
 /// 4-bit two's complement (symmetric) or unsigned (asymmetric).
 CHORUS_HD inline int32_t loadCode(const unsigned char* payload, uint64_t j, uint32_t bits,
                                   bool asymmetric) {
