@@ -1,4 +1,5 @@
-// Throughput of the CPU reduction kernels against memcpy, as memory traffic.
+// Throughput of the CPU reduction kernels against memcpy, as memory traffic (the quantization
+// kernels are in quantize_bench.cc, in the same binary).
 //
 // reduce/<type>/<op>/<bytes> moves 3 x bytes per call (two reads, one write) and memcpy/<bytes>
 // 2 x bytes, so their bytes_per_second compare how close a reduction gets to the memory system.
@@ -21,35 +22,13 @@
 #include "algorithms/kernels/float_formats.h"
 #include "algorithms/kernels/reduce.h"
 #include "algorithms/kernels/reduce_ops.h"
+#include "bench/kernels/bench_buffers.h"
 
 namespace chorus::kernels {
 namespace {
 
 constexpr size_t kMinBytes = size_t{4} << 10;
 constexpr size_t kMaxBytes = size_t{64} << 20;
-
-std::string sizeLabel(size_t bytes) {
-  if (bytes >= (size_t{1} << 20)) return std::to_string(bytes >> 20) + "M";
-  return std::to_string(bytes >> 10) + "K";
-}
-
-// Page-aligned, as framework tensors and our own scratch buffers are; glibc's large mallocs sit
-// 16 bytes past a page boundary, which splits every 64-byte vector access across two lines.
-struct Buffer {
-  struct Free {
-    void operator()(std::byte* p) const { std::free(p); }
-  };
-  std::unique_ptr<std::byte[], Free> bytes;
-  std::byte* data() const { return bytes.get(); }
-};
-
-Buffer alignedBuffer(size_t bytes) {
-  constexpr size_t kPage = 4096;
-  auto* p = static_cast<std::byte*>(std::aligned_alloc(kPage, (bytes + kPage - 1) / kPage * kPage));
-  if (p == nullptr) std::abort();
-  std::memset(p, 0x3c, bytes);  // fault the pages in before timing
-  return Buffer{std::unique_ptr<std::byte[], Buffer::Free>(p)};
-}
 
 // Nonzero values of moderate size, so products and sums stay in the normal range (subnormal
 // operands would measure the FPU's slow path, not the kernel).
@@ -151,6 +130,7 @@ bool applyKernelFlags(int* argc, char** argv) {
 int main(int argc, char** argv) {
   if (!chorus::kernels::applyKernelFlags(&argc, argv)) return 2;
   chorus::kernels::registerAll();
+  chorus::kernels::registerQuantizeBenchmarks();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::AddCustomContext("kernel_isa", chorus::kernels::cpuIsaName(chorus::kernels::cpuIsa()));

@@ -4,6 +4,7 @@
 /// chorus::Error carrying the result code and the communicator's last error message.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <stdexcept>
@@ -220,6 +221,70 @@ class Comm {
   }
   chorusComm_t c_ = nullptr;
 };
+
+/// A chorusQuantConfig_t holding CHORUS_QUANT_CONFIG_INIT's defaults, with chainable setters:
+/// `chorus::QuantConfig().withBits(4).withGroupSize(128).stochastic(seed)`.
+struct QuantConfig : chorusQuantConfig_t {
+  QuantConfig() : chorusQuantConfig_t CHORUS_QUANT_CONFIG_INIT {}
+  QuantConfig& withBits(int b) {
+    bits = b;
+    return *this;
+  }
+  QuantConfig& withGroupSize(size_t elements) {
+    groupSize = elements;
+    return *this;
+  }
+  /// Scale and offset per group instead of a scale only.
+  QuantConfig& asymmetric(bool on = true) {
+    mode = on ? chorusQuantAsymmetric : chorusQuantSymmetric;
+    return *this;
+  }
+  /// Stochastic rounding with this seed.
+  QuantConfig& stochastic(uint64_t withSeed) {
+    rounding = chorusRoundStochastic;
+    seed = withSeed;
+    return *this;
+  }
+};
+
+/// Bytes of `count` elements quantized with `config`.
+inline size_t quantizedSize(size_t count, const chorusQuantConfig_t& config) {
+  size_t bytes = 0;
+  detail::check(chorusQuantizedSize(count, &config, &bytes));
+  return bytes;
+}
+
+/// Quantizes `count` elements of `datatype` (float32, bfloat16, float16) from `input` into
+/// `quantized` (quantizedSize(count, config) bytes). Local; host buffers.
+inline void quantize(const void* input, void* quantized, size_t count, chorusDataType_t datatype,
+                     const chorusQuantConfig_t& config) {
+  detail::check(chorusQuantize(input, quantized, count, datatype, &config, nullptr));
+}
+
+/// Decodes `count` elements quantized with `config` into `output`, as `datatype`.
+inline void dequantize(const void* quantized, void* output, size_t count,
+                       chorusDataType_t datatype, const chorusQuantConfig_t& config) {
+  detail::check(chorusDequantize(quantized, output, count, datatype, &config, nullptr));
+}
+
+/// float data quantized into a new buffer.
+inline std::vector<std::byte> quantize(std::span<const float> input,
+                                       const chorusQuantConfig_t& config) {
+  std::vector<std::byte> out(quantizedSize(input.size(), config));
+  quantize(input.data(), out.data(), input.size(), chorusFloat32, config);
+  return out;
+}
+
+/// Decodes into `output`, whose size is the element count; `quantized` must hold exactly
+/// quantizedSize(output.size(), config) bytes.
+inline void dequantize(std::span<const std::byte> quantized, std::span<float> output,
+                       const chorusQuantConfig_t& config) {
+  if (quantized.size() != quantizedSize(output.size(), config)) {
+    throw Error(chorusInvalidArgument,
+                "dequantize: quantized.size() is not quantizedSize(output.size(), config)");
+  }
+  dequantize(quantized.data(), output.data(), output.size(), chorusFloat32, config);
+}
 
 /// RAII group: sends and receives issued while it lives are posted together.
 class Group {

@@ -5,6 +5,7 @@
 // chorusInvalidArgument with a message that names the argument; what only the peers can see
 // (counts or roots that disagree) is the executor's header check.
 #include <atomic>
+#include <cstddef>
 #include <mutex>
 #include <set>
 #include <string>
@@ -18,6 +19,7 @@
 #include "src/bootstrap/env.h"
 #include "src/bootstrap/store.h"
 #include "src/bootstrap/unique_id.h"
+#include "algorithms/kernels/quantize.h"
 #include "algorithms/registry.h"
 #include "src/base/strings.h"
 #include "src/core/communicator.h"
@@ -141,6 +143,100 @@ bool plainCall(chorusComm_t comm, chorusDataType_t t, size_t count, const void* 
          comm->magic.load(std::memory_order_acquire) == chorusComm::kMagic &&
          chorus::isValidDataType(static_cast<int>(t)) && count <= (uint64_t{1} << 56) &&
          ((a && b) || count == 0);
+}
+
+// ---- Quantization --------------------------------------------------------------------------
+
+// Every field up to the seed: the first chorusQuantConfig_t. A caller built against a later
+// header passes a longer struct; the fields this library does not know must then be 0 (their
+// "off" value), or the call is refused rather than ignoring what it asks for.
+constexpr size_t kQuantConfigFirstSize = offsetof(chorusQuantConfig_t, seed) + sizeof(uint64_t);
+static_assert(sizeof(chorusQuantConfig_t) == kQuantConfigFirstSize,
+              "chorusQuantConfig_t grew: keep kQuantConfigFirstSize at the first version's size");
+
+chorus::StatusOr<chorus::kernels::QuantConfig> quantConfigFrom(const chorusQuantConfig_t* config) {
+  using chorus::invalidArgument;
+  if (!config) return invalidArgument("config is NULL");
+  const size_t size = config->structSize;
+  if (size < kQuantConfigFirstSize) {
+    return invalidArgument("config->structSize is " + std::to_string(size) + ", smaller than " +
+                           "any chorusQuantConfig_t (" + std::to_string(kQuantConfigFirstSize) +
+                           " bytes): initialize the config with CHORUS_QUANT_CONFIG_INIT");
+  }
+  const auto* bytes = reinterpret_cast<const unsigned char*>(config);
+  for (size_t i = sizeof(chorusQuantConfig_t); i < size; ++i) {
+    if (bytes[i] != 0) {
+      return invalidArgument("config->structSize is " + std::to_string(size) + " and byte " +
+                             std::to_string(i) + " is not 0: the config sets a field this " +
+                             "chorus (" + std::to_string(sizeof(chorusQuantConfig_t)) +
+                             "-byte config) does not know");
+    }
+  }
+  if (config->bits != 4 && config->bits != 8) {
+    return invalidArgument("config->bits is " + std::to_string(config->bits) +
+                           ": quantization supports 4 or 8 bits");
+  }
+  if (config->mode != chorusQuantSymmetric && config->mode != chorusQuantAsymmetric) {
+    return invalidArgument("config->mode is " + std::to_string(config->mode) +
+                           ": use chorusQuantSymmetric or chorusQuantAsymmetric");
+  }
+  if (config->rounding != chorusRoundNearest && config->rounding != chorusRoundStochastic) {
+    return invalidArgument("config->rounding is " + std::to_string(config->rounding) +
+                           ": use chorusRoundNearest or chorusRoundStochastic");
+  }
+  if (config->reserved != 0) {
+    return invalidArgument("config->reserved is " + std::to_string(config->reserved) +
+                           ": it must be 0");
+  }
+  chorus::kernels::QuantConfig c;
+  c.bits = uint32_t(config->bits);
+  c.groupSize = config->groupSize;
+  c.asymmetric = config->mode == chorusQuantAsymmetric;
+  c.stochastic = config->rounding == chorusRoundStochastic;
+  c.seed = config->seed;
+  Status valid = chorus::kernels::validateQuantConfig(c, "config->");
+  if (!valid.ok()) return valid;
+  return c;
+}
+
+// Largest count whose quantized size and input size fit a size_t (8-byte elements would
+// overflow later than this; records add at most 8 bytes per element).
+constexpr uint64_t kMaxQuantCount = SIZE_MAX / 16;
+
+// What chorusQuantize and chorusDequantize check: the config, the type, the buffers and their
+// sizes, the stream. Returns the kernel config.
+chorus::StatusOr<chorus::kernels::QuantConfig> checkQuantCall(
+    const void* data, const char* dataName, const void* quantized, const char* quantizedName,
+    size_t count, chorusDataType_t t, const chorusQuantConfig_t* config, chorusStream_t stream) {
+  auto c = quantConfigFrom(config);
+  if (!c.ok()) return c;
+  Status s = checkType(t);
+  if (!s.ok()) return s;
+  if (!chorus::kernels::isQuantizableType(static_cast<DataType>(t))) {
+    return chorus::invalidArgument("datatype " +
+                                   std::string(chorus::dataTypeName(static_cast<DataType>(t))) +
+                                   " cannot be quantized: it must be float32, bfloat16 or "
+                                   "float16");
+  }
+  if (stream != nullptr) {
+    return chorus::invalidArgument("stream is not NULL: quantization runs on host buffers only "
+                                   "(device buffers are not supported yet)");
+  }
+  if (count > kMaxQuantCount) {
+    return chorus::invalidArgument("count " + std::to_string(count) + " is too large");
+  }
+  for (Status b : {checkBuf(data, count, dataName), checkBuf(quantized, count, quantizedName)}) {
+    if (!b.ok()) return b;
+  }
+  // Overlapping buffers would be read after being written.
+  const auto* d = static_cast<const unsigned char*>(data);
+  const auto* q = static_cast<const unsigned char*>(quantized);
+  const size_t dataBytes = count * chorus::dataTypeSize(static_cast<DataType>(t));
+  const size_t quantBytes = chorus::kernels::quantizedSize(count, c.value());
+  if (count > 0 && d < q + quantBytes && q < d + dataBytes) {
+    return chorus::invalidArgument(std::string(quantizedName) + " overlaps " + dataName);
+  }
+  return c;
 }
 
 // ---- Groups ------------------------------------------------------------------------------
@@ -834,6 +930,37 @@ chorusResult_t chorusTest(chorusRequest_t* request, int* done) {
   delete *request;
   *request = nullptr;
   return report(comm, s);
+}
+
+chorusResult_t chorusQuantizedSize(size_t count, const chorusQuantConfig_t* config,
+                                   size_t* bytes) {
+  auto c = quantConfigFrom(config);
+  if (!c.ok()) return report(nullptr, c.status());
+  if (!bytes) return report(nullptr, chorus::invalidArgument("bytes is NULL"));
+  if (count > kMaxQuantCount)
+    return report(nullptr, chorus::invalidArgument("count " + std::to_string(count) +
+                                                   " is too large"));
+  *bytes = chorus::kernels::quantizedSize(count, c.value());
+  return chorusSuccess;
+}
+
+chorusResult_t chorusQuantize(const void* input, void* quantized, size_t count,
+                              chorusDataType_t datatype, const chorusQuantConfig_t* config,
+                              chorusStream_t stream) {
+  auto c = checkQuantCall(input, "input", quantized, "quantized", count, datatype, config, stream);
+  if (!c.ok()) return report(nullptr, c.status());
+  chorus::kernels::quantize(quantized, input, count, static_cast<DataType>(datatype), c.value());
+  return chorusSuccess;
+}
+
+chorusResult_t chorusDequantize(const void* quantized, void* output, size_t count,
+                                chorusDataType_t datatype, const chorusQuantConfig_t* config,
+                                chorusStream_t stream) {
+  auto c = checkQuantCall(output, "output", quantized, "quantized", count, datatype, config,
+                          stream);
+  if (!c.ok()) return report(nullptr, c.status());
+  chorus::kernels::dequantize(output, quantized, count, static_cast<DataType>(datatype), c.value());
+  return chorusSuccess;
 }
 
 }  // extern "C"

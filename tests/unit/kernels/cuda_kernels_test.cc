@@ -1,13 +1,18 @@
-// The CUDA reduction against the CPU one: same inputs, bit-identical outputs, for every type and
-// operator. Needs a GPU; without one (CI, development machines) every test skips and says why.
+// The CUDA kernels against the CPU ones: same inputs, bit-identical outputs — the reduction for
+// every type and operator, the quantization kernels for every type and config shape. Needs a
+// GPU; without one (CI, development machines) every test skips and says why, except the argument
+// checks, which refuse before touching the device.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "algorithms/kernels/quantize.h"
+#include "algorithms/kernels/quantize_cuda.h"
 #include "algorithms/kernels/reduce.h"
 #include "algorithms/kernels/reduce_cuda.h"
 #include "tests/unit/kernels/kernel_test_util.h"
@@ -101,6 +106,149 @@ TEST_F(CudaKernelsTest, RejectsUnknownTypeAndOp) {
   EXPECT_EQ(launchReduce(d.get(), d.get(), d.get(), 4, DataType(200), ReduceOp::kSum, nullptr),
             cudaErrorInvalidValue);
   EXPECT_EQ(launchReduce(d.get(), d.get(), d.get(), 4, DataType::kFloat32, ReduceOp(9), nullptr),
+            cudaErrorInvalidValue);
+}
+
+// ---- quantization --------------------------------------------------------------------------
+
+using Bytes = std::vector<unsigned char>;
+
+template <class T>
+Bytes bytesOf(const std::vector<T>& v) {
+  Bytes b(v.size() * sizeof(T));
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+template <class T>
+void toDevice(DeviceBuffer& d, const std::vector<T>& v) {
+  const Bytes b = bytesOf(v);
+  EXPECT_EQ(cudaMemcpy(d.get(), b.data(), b.size(), cudaMemcpyHostToDevice), cudaSuccess);
+}
+
+Bytes fromDevice(const DeviceBuffer& d, size_t bytes) {
+  Bytes b(bytes);
+  EXPECT_EQ(cudaMemcpy(b.data(), d.get(), bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  return b;
+}
+
+QuantConfig quantConfig(uint32_t bits, uint64_t group, bool asymmetric, bool stochastic) {
+  QuantConfig c;
+  c.bits = bits;
+  c.groupSize = group;
+  c.asymmetric = asymmetric;
+  c.stochastic = stochastic;
+  c.seed = 17;
+  return c;
+}
+
+// Every quantization kernel on the GPU and the CPU, for one type and config: same bytes out.
+template <class T>
+void checkQuantization(DataType t, const QuantConfig& c, size_t count, std::mt19937_64& rng) {
+  SCOPED_TRACE(::testing::Message() << dataTypeName(t) << " int" << c.bits << " group "
+                                    << c.groupSize << (c.asymmetric ? " asym" : " sym")
+                                    << (c.stochastic ? " stochastic" : "") << " count " << count);
+  std::normal_distribution<float> normal;
+  std::vector<T> x(count);
+  for (auto& v : x) {
+    if constexpr (std::is_same_v<T, float>) {
+      v = normal(rng);
+    } else {
+      v = fromFloat<T>(normal(rng));
+    }
+  }
+  const size_t qbytes = quantizedSize(count, c), tbytes = count * sizeof(T);
+  DeviceBuffer dx(tbytes), dq(qbytes), dq2(qbytes), dout(tbytes), dacc(count * 4), dreq(qbytes);
+  toDevice(dx, x);
+  const uint64_t first = 1000;
+  Bytes q(qbytes), q2(qbytes);
+  quantize(q.data(), x.data(), count, t, c, first);
+  ASSERT_EQ(launchQuantize(dq.get(), dx.get(), count, t, c, first, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(fromDevice(dq, qbytes), q) << "quantize";
+
+  // A second source, from other data, for the reductions.
+  std::reverse(x.begin(), x.end());
+  quantize(q2.data(), x.data(), count, t, c, 0);
+  toDevice(dq2, q2);
+
+  std::vector<T> out(count);
+  dequantize(out.data(), q.data(), count, t, c);
+  ASSERT_EQ(launchDequantize(dout.get(), dq.get(), count, t, c, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(fromDevice(dout, tbytes), bytesOf(out)) << "dequantize";
+
+  std::vector<float> acc(count, 0.25f);
+  toDevice(dacc, acc);
+  dequantizeAccumulate(acc.data(), q.data(), count, c);
+  auto* accDevice = static_cast<float*>(dacc.get());
+  ASSERT_EQ(launchDequantizeAccumulate(accDevice, dq.get(), count, c, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(fromDevice(dacc, count * 4), bytesOf(acc)) << "dequantizeAccumulate";
+
+  const void* hostSrcs[3] = {q.data(), q2.data(), q.data()};
+  const void* devSrcs[3] = {dq.get(), dq2.get(), dq.get()};
+  dequantizeReduce(out.data(), t, hostSrcs, 3, count, c);
+  ASSERT_EQ(launchDequantizeReduce(dout.get(), t, devSrcs, 3, count, c, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(fromDevice(dout, tbytes), bytesOf(out)) << "dequantizeReduce";
+
+  Bytes req(qbytes);
+  dequantizeReduceQuantize(req.data(), hostSrcs, 3, count, c, first);
+  ASSERT_EQ(launchDequantizeReduceQuantize(dreq.get(), devSrcs, 3, count, c, first, nullptr),
+            cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(fromDevice(dreq, qbytes), req) << "dequantizeReduceQuantize";
+}
+
+TEST_F(CudaKernelsTest, QuantizationMatchesTheCpuByteForByte) {
+  std::mt19937_64 rng(7);
+  for (DataType t : {DataType::kFloat32, DataType::kBfloat16, DataType::kFloat16}) {
+    for (uint32_t bits : {4u, 8u}) {
+      for (bool asym : {false, true}) {
+        for (bool stochastic : {false, true}) {
+          for (uint64_t group : {32u, 256u, 5000u}) {
+            for (size_t count : {size_t{1}, size_t{333}, size_t(3 * group + 7)}) {
+              const QuantConfig c = quantConfig(bits, group, asym, stochastic);
+              if (t == DataType::kFloat32) checkQuantization<float>(t, c, count, rng);
+              if (t == DataType::kBfloat16) checkQuantization<Bfloat16>(t, c, count, rng);
+              if (t == DataType::kFloat16) checkQuantization<Float16>(t, c, count, rng);
+              if (HasFatalFailure()) return;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Refused on the host, before any CUDA call: runs without a GPU.
+TEST(CudaQuantizeArguments, BadConfigsTypesAndSourceCountsAreRefused) {
+  int dummy = 0;
+  const void* srcs[kMaxCudaSources + 1] = {};
+  for (auto& p : srcs) p = &dummy;
+  const QuantConfig good = quantConfig(8, 256, false, false);
+  const QuantConfig bads[] = {quantConfig(3, 256, false, false), quantConfig(8, 0, false, false),
+                              quantConfig(4, 33, true, false)};
+  for (const QuantConfig& bad : bads) {
+    EXPECT_EQ(launchQuantize(&dummy, &dummy, 4, DataType::kFloat32, bad, 0, nullptr),
+              cudaErrorInvalidValue);
+    EXPECT_EQ(launchDequantize(&dummy, &dummy, 4, DataType::kFloat32, bad, nullptr),
+              cudaErrorInvalidValue);
+    EXPECT_EQ(launchDequantizeAccumulate(nullptr, &dummy, 4, bad, nullptr), cudaErrorInvalidValue);
+    EXPECT_EQ(launchDequantizeReduceQuantize(&dummy, srcs, 2, 4, bad, 0, nullptr),
+              cudaErrorInvalidValue);
+  }
+  EXPECT_EQ(launchQuantize(&dummy, &dummy, 4, DataType::kInt32, good, 0, nullptr),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(launchDequantize(&dummy, &dummy, 4, DataType::kFloat64, good, nullptr),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(launchDequantizeReduce(&dummy, DataType::kFloat32, srcs, 0, 4, good, nullptr),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(launchDequantizeReduce(&dummy, DataType::kFloat32, srcs, kMaxCudaSources + 1, 4, good,
+                                   nullptr),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(launchDequantizeReduceQuantize(&dummy, nullptr, 1, 4, good, 0, nullptr),
             cudaErrorInvalidValue);
 }
 

@@ -21,6 +21,7 @@
 
 #include "algorithms/kernels/dtype.h"
 #include "algorithms/kernels/float_formats.h"
+#include "algorithms/kernels/reduce.h"
 #include "algorithms/kernels/reduce_ops.h"
 
 namespace chorus::kernels::testing {
@@ -173,6 +174,20 @@ T refDivide(T x, uint64_t n) {
     return fromDouble<T>(toDouble(x) / double(n));
   }
 }
+
+// Runs the test body with the kernels switched to `isa`, restoring the previous choice after.
+class IsaScope {
+ public:
+  explicit IsaScope(CpuIsa isa) : saved_(cpuIsa()), ok_(setCpuIsa(isa)) {}
+  ~IsaScope() { setCpuIsa(saved_); }
+  IsaScope(const IsaScope&) = delete;
+  IsaScope& operator=(const IsaScope&) = delete;
+  bool ok() const { return ok_; }
+
+ private:
+  CpuIsa saved_;
+  bool ok_;
+};
 
 inline std::vector<DataType> allDataTypes() {
   std::vector<DataType> v;

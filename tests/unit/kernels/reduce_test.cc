@@ -21,6 +21,7 @@ namespace chorus::kernels {
 namespace {
 
 using testing::describe;
+using testing::IsaScope;
 using testing::randomElement;
 using testing::randomVector;
 using testing::sameValue;
@@ -85,18 +86,6 @@ size_t offsetFor(Layout layout, size_t elementSize) {
     default: return 0;
   }
 }
-
-// Runs the test body with the kernels switched to `isa`, restoring the previous choice after.
-class IsaScope {
- public:
-  explicit IsaScope(CpuIsa isa) : saved_(cpuIsa()), ok_(setCpuIsa(isa)) {}
-  ~IsaScope() { setCpuIsa(saved_); }
-  bool ok() const { return ok_; }
-
- private:
-  CpuIsa saved_;
-  bool ok_;
-};
 
 // Forces or forbids the non-temporal output path for the scope.
 class StreamScope {
