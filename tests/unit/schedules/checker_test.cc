@@ -690,16 +690,9 @@ TEST(Window, NeedsTheWindowInTheDescription) {
 
 // ---- quantization steps ------------------------------------------------------------------------
 
-kernels::QuantConfig quantConfig(uint32_t bits, uint64_t group) {
-  kernels::QuantConfig q;
-  q.bits = bits;
-  q.groupSize = group;
-  return q;
-}
-
 CollDesc quantDesc(uint64_t count, size_t elemSize, uint32_t bits = 4, uint64_t group = 8) {
   CollDesc d = desc(Coll::kReduceScatter, count, elemSize);
-  d.quant = quantConfig(bits, group);
+  d.quant = kernels::QuantConfig{.bits = bits, .groupSize = group};
   return d;
 }
 
@@ -708,6 +701,16 @@ std::vector<Schedule> oneHop(const CollDesc& d, int n) {
   for (int r = 0; r < n; ++r) s.push_back(examples::quantizedReduceScatter(d, r, n));
   refinalize(s);
   return s;
+}
+
+// Broken quantized schedules: refinalized (unless the break is in the deps), checked, refused
+// with a message naming every part.
+void expectRefused(const CollDesc& d, std::vector<Schedule> s,
+                   std::initializer_list<const char*> parts, bool keepDeps = false) {
+  if (!keepDeps) refinalize(s);
+  Status st = check(Coll::kReduceScatter, static_cast<int>(s.size()), d, s);
+  EXPECT_FALSE(st.ok());
+  for (const char* part : parts) EXPECT_TRUE(mentions(st, part)) << st.toString();
 }
 
 // Counts with a short last group (37 = 4 x 8 + 5), two element sizes, both widths.
@@ -739,19 +742,14 @@ TEST(CheckerQuantized, NeedsTheConfigInTheDescription) {
   CollDesc d = quantDesc(37, 4);
   auto s = oneHop(d, 2);
   d.quant.reset();
-  Status st = check(Coll::kReduceScatter, 2, d, s);
-  EXPECT_FALSE(st.ok());
-  EXPECT_TRUE(mentions(st, "has no quantization config")) << st.toString();
+  expectRefused(d, s, {"has no quantization config"});
 }
 
 TEST(CheckerQuantized, BlockOfTheWrongSize) {
   const CollDesc d = quantDesc(37, 4);
   auto s = oneHop(d, 2);
   s[1].steps[0].dst.bytes -= 1;  // rank 1's first quantize
-  Status st = check(Coll::kReduceScatter, 2, d, s);
-  EXPECT_FALSE(st.ok());
-  EXPECT_TRUE(mentions(st, "rank 1 step 0")) << st.toString();
-  EXPECT_TRUE(mentions(st, "quantization config needs 148 and 39")) << st.toString();
+  expectRefused(d, s, {"rank 1 step 0", "quantization config needs 148 and 39"});
 }
 
 // Rank 0 overwrites the block it received from rank 1 with its own: its own slice is counted
@@ -762,10 +760,7 @@ TEST(CheckerQuantized, CountingABlockTwice) {
   const uint64_t block = kernels::quant::packedBytes(*d.quant, 37);
   s[0].copy(Range{kScratch, 0, block}, Range{kScratch, 3 * block, block});
   std::swap(s[0].steps[s[0].steps.size() - 2], s[0].steps.back());  // before the dequantize
-  refinalize(s);
-  Status st = check(Coll::kReduceScatter, 2, d, s);
-  EXPECT_FALSE(st.ok());
-  EXPECT_TRUE(mentions(st, "counts contribution r0[0] twice")) << st.toString();
+  expectRefused(d, s, {"counts contribution r0[0] twice"});
 }
 
 // A receive one byte off: the dequantize reads bytes that are not one whole block.
@@ -776,10 +771,7 @@ TEST(CheckerQuantized, ShiftedBlock) {
   for (Step& st : s[0].steps) {
     if (st.kind == StepKind::kRecv) st.dst.offset += 1;
   }
-  refinalize(s);
-  Status st = check(Coll::kReduceScatter, 2, d, s);
-  EXPECT_FALSE(st.ok());
-  EXPECT_TRUE(mentions(st, "are not one whole quantized block of 37 elements")) << st.toString();
+  expectRefused(d, s, {"are not one whole quantized block of 37 elements"});
 }
 
 // int4, groups of 8: 37 and 38 elements pack into the same 39 bytes. Decoding a 38-element
@@ -791,9 +783,7 @@ TEST(CheckerQuantized, BlockOfOtherElements) {
   ASSERT_EQ(last.kind, StepKind::kDequantize);
   last.quant.count = 37;
   last.dst.bytes = 37 * 4;
-  Status st = check(Coll::kReduceScatter, 2, d, s);
-  EXPECT_FALSE(st.ok());
-  EXPECT_TRUE(mentions(st, "a quantized block of 38 elements")) << st.toString();
+  expectRefused(d, s, {"a quantized block of 38 elements"});
 }
 
 TEST(CheckerQuantized, ReducingQuantizedBytes) {
@@ -803,10 +793,7 @@ TEST(CheckerQuantized, ReducingQuantizedBytes) {
   s[0].steps.insert(s[0].steps.begin() + 1, Step{});  // after the first quantize
   s[0].steps[1].kind = StepKind::kReduce;
   s[0].steps[1].a = s[0].steps[1].b = s[0].steps[1].dst = bytes;
-  refinalize(s);
-  Status st = check(Coll::kReduceScatter, 2, d, s);
-  EXPECT_FALSE(st.ok());
-  EXPECT_TRUE(mentions(st, "reduces bytes of a quantized block as elements")) << st.toString();
+  expectRefused(d, s, {"reduces bytes of a quantized block as elements"});
 }
 
 // Without its dependencies the dequantize may run before the blocks have arrived.
@@ -814,10 +801,7 @@ TEST(CheckerQuantized, DequantizeNotOrderedAfterItsSources) {
   const CollDesc d = quantDesc(37, 4);
   auto s = oneHop(d, 3);
   s[2].steps.back().deps.clear();
-  Status st = check(Coll::kReduceScatter, 3, d, s);
-  EXPECT_FALSE(st.ok());
-  EXPECT_TRUE(mentions(st, "rank 2 step")) << st.toString();
-  EXPECT_TRUE(mentions(st, "but does not depend on it")) << st.toString();
+  expectRefused(d, s, {"rank 2 step", "but does not depend on it"}, /*keepDeps=*/true);
 }
 
 // A two-hop schedule whose requantize sums one block too few: rank 1 keeps only the block of
@@ -832,11 +816,7 @@ TEST(CheckerQuantized, RequantizeMissingASource) {
       st.a.bytes /= 2;
     }
   }
-  refinalize(s);
-  Status st = check(Coll::kReduceScatter, 4, d, s);
-  EXPECT_FALSE(st.ok());
-  EXPECT_TRUE(mentions(st, "rank 1 output element 0")) << st.toString();
-  EXPECT_TRUE(mentions(st, "missing r1[37]")) << st.toString();
+  expectRefused(d, s, {"rank 1 output element 0", "missing r1[37]"});
 }
 
 TEST(CheckerQuantized, SourcesOverlappingTheDestination) {
@@ -845,10 +825,7 @@ TEST(CheckerQuantized, SourcesOverlappingTheDestination) {
   Step& q = s[0].steps[0];
   ASSERT_EQ(q.kind, StepKind::kQuantize);
   q.a = Range{kScratch, 0, 37 * 4};  // reads the bytes it writes
-  refinalize(s);
-  Status st = check(Coll::kReduceScatter, 2, d, s);
-  EXPECT_FALSE(st.ok());
-  EXPECT_TRUE(mentions(st, "a and dst overlap")) << st.toString();
+  expectRefused(d, s, {"a and dst overlap"});
 }
 
 }  // namespace

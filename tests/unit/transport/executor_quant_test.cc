@@ -55,6 +55,33 @@ Bytes gaussianElements(DataType t, size_t count, uint64_t seed) {
   return b;
 }
 
+sched::CollDesc reduceScatter(uint64_t count, size_t elemSize, const kernels::QuantConfig& c) {
+  sched::CollDesc d;
+  d.coll = sched::Coll::kReduceScatter;
+  d.count = count;
+  d.elemSize = elemSize;
+  d.quant = c;
+  return d;
+}
+
+// One run of a reduce-scatter plan on this rank's buffers, with `config` as the call's.
+Status runPlan(const exec::Plan& plan, Bytes& input, Bytes& output, const sched::CollDesc& d,
+               DataType t, const kernels::QuantConfig* config, const exec::ExecEnv& env) {
+  exec::OpIdentity id;
+  id.coll = sched::Coll::kReduceScatter;
+  id.seq = 1;
+  id.count = d.count;
+  id.dtype = t;
+  id.userOp = 0;
+  id.quant = config;
+  exec::Bindings bind;
+  bind.buf = {reinterpret_cast<std::byte*>(input.data()),
+              reinterpret_cast<std::byte*>(output.data()), nullptr, nullptr};
+  bind.bytes = {input.size(), output.size(), 0, 0};
+  exec::Executor executor;
+  return executor.run(plan, bind, t, ReduceOp::kSum, id, env);
+}
+
 // Runs rank r's plan of `build` on one thread per rank; returns each rank's status and output.
 struct RankResult {
   Status status;
@@ -84,19 +111,7 @@ std::vector<RankResult> runRanks(const std::shared_ptr<Group>& g, const sched::C
       env.peers = &peers;
       env.wait.timeoutSeconds = kOpSeconds;
       env.wait.deadline = Clock::now() + seconds(kOpSeconds);
-      exec::OpIdentity id;
-      id.coll = sched::Coll::kReduceScatter;
-      id.seq = 1;
-      id.count = d.count;
-      id.dtype = t;
-      id.userOp = 0;
-      id.quant = &runConfig;
-      exec::Bindings bind;
-      bind.buf = {reinterpret_cast<std::byte*>(input->data()),
-                  reinterpret_cast<std::byte*>(result.output.data()), nullptr, nullptr};
-      bind.bytes = {input->size(), result.output.size(), 0, 0};
-      exec::Executor executor;
-      result.status = executor.run(*plan, bind, t, ReduceOp::kSum, id, env);
+      result.status = runPlan(*plan, *input, result.output, d, t, &runConfig, env);
       return result;
     }));
   }
@@ -130,14 +145,8 @@ TEST_P(ExecutorQuantized, OneHopReduceScatterGivesTheKernelsBytes) {
   const int n = 3;
   auto g = std::make_shared<Group>(connectedGroup(n));
   ASSERT_TRUE(g->connected());
-  kernels::QuantConfig c;
-  c.bits = 4;
-  c.groupSize = 32;
-  sched::CollDesc d;
-  d.coll = sched::Coll::kReduceScatter;
-  d.count = 1000;  // 31 groups and a short one
-  d.elemSize = 4;
-  d.quant = c;
+  const kernels::QuantConfig c{.bits = 4, .groupSize = 32};
+  const sched::CollDesc d = reduceScatter(1000, 4, c);  // 31 groups and a short one
   std::vector<Bytes> inputs;
   for (int r = 0; r < n; ++r) {
     inputs.push_back(gaussianElements(DataType::kFloat32, n * d.count, r));
@@ -161,17 +170,9 @@ TEST_P(ExecutorQuantized, TwoHopReduceScatterGivesTheKernelsBytes) {
   const int hosts = 2, perHost = 2, n = hosts * perHost;
   auto g = std::make_shared<Group>(connectedGroup(n));
   ASSERT_TRUE(g->connected());
-  kernels::QuantConfig c;
-  c.bits = 8;
-  c.groupSize = 64;
-  c.asymmetric = true;
-  c.stochastic = true;
-  c.seed = 11;
-  sched::CollDesc d;
-  d.coll = sched::Coll::kReduceScatter;
-  d.count = 777;
-  d.elemSize = 2;
-  d.quant = c;
+  const kernels::QuantConfig c{
+      .bits = 8, .groupSize = 64, .asymmetric = true, .stochastic = true, .seed = 11};
+  const sched::CollDesc d = reduceScatter(777, 2, c);
   const DataType t = DataType::kBfloat16;
   std::vector<Bytes> inputs;
   for (int r = 0; r < n; ++r) inputs.push_back(gaussianElements(t, n * d.count, 10 + r));
@@ -204,14 +205,8 @@ CHORUS_INSTANTIATE_FOR_EVERY_KIND(ExecutorQuantized);
 // One rank, no connections: the plan runs in program order. A config whose blocks have another
 // size than the plan's, or none at all, is an internal error and leaves the output alone.
 TEST(ExecutorQuantizedAlone, ConfigThatDoesNotFitThePlanIsRefused) {
-  kernels::QuantConfig built;
-  built.bits = 4;
-  built.groupSize = 8;
-  sched::CollDesc d;
-  d.coll = sched::Coll::kReduceScatter;
-  d.count = 40;
-  d.elemSize = 4;
-  d.quant = built;
+  const kernels::QuantConfig built{.bits = 4, .groupSize = 8};
+  const sched::CollDesc d = reduceScatter(40, 4, built);
   sched::Schedule s = sched::examples::quantizedReduceScatter(d, 0, 1);
   s.finalize();
   auto plan = exec::prepare(std::move(s), "reducescatter:quantized_direct", 0, false, 0, 1);
@@ -219,26 +214,14 @@ TEST(ExecutorQuantizedAlone, ConfigThatDoesNotFitThePlanIsRefused) {
   ASSERT_TRUE(plan.value()->sequential);
   Bytes input = gaussianElements(DataType::kFloat32, d.count, 3);
   auto run = [&](const kernels::QuantConfig* config, Bytes& output) {
-    exec::ExecEnv env;
-    exec::OpIdentity id;
-    id.coll = sched::Coll::kReduceScatter;
-    id.seq = 1;
-    id.count = d.count;
-    id.quant = config;
-    exec::Bindings bind;
-    bind.buf = {reinterpret_cast<std::byte*>(input.data()),
-                reinterpret_cast<std::byte*>(output.data()), nullptr, nullptr};
-    bind.bytes = {input.size(), output.size(), 0, 0};
-    exec::Executor executor;
-    return executor.run(*plan.value(), bind, DataType::kFloat32, ReduceOp::kSum, id, env);
+    return runPlan(*plan.value(), input, output, d, DataType::kFloat32, config, exec::ExecEnv{});
   };
   Bytes output(d.count * 4, 0xa5);
   ASSERT_TRUE(run(&built, output).ok());
   const Bytes block = sliceBlock(input, DataType::kFloat32, built, d.count, 0);
   EXPECT_EQ(output, decoded(DataType::kFloat32, {block}, d.count, built));
 
-  kernels::QuantConfig other = built;
-  other.groupSize = 16;  // 40 elements: 2 x (4 + 8) + (4 + 4) = 32 bytes instead of 40
+  const kernels::QuantConfig other{.bits = 4, .groupSize = 16};  // 40 elements: 32 bytes, not 40
   Bytes untouched(d.count * 4, 0xa5);
   Status st = run(&other, untouched);
   EXPECT_EQ(st.code(), Code::kInternal) << st.toString();
