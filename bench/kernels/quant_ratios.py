@@ -2,7 +2,8 @@
 """The quantization kernels against memcpy of the same bytes, from a kernels_bench JSON file.
 
     kernels_bench --benchmark_filter='^quant' --benchmark_repetitions=5 \\
-        --benchmark_report_aggregates_only=true --benchmark_out=q.json --benchmark_out_format=json
+        --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true \\
+        --benchmark_out=q.json --benchmark_out_format=json
     bench/kernels/quant_ratios.py q.json
 
 Each quant/<kernel>/<type>/<config>/<size> benchmark reports bytes_per_second on the bytes it
@@ -12,6 +13,20 @@ ratio kernel / memcpy, and exits 1 when a benchmark has no yardstick.
 """
 import json
 import sys
+
+# Row order: kernel, then width and config, then type (the benchmark's registration order is
+# lost when repetitions are interleaved).
+KERNELS = ["quantize", "dequantize", "dequantize_accumulate", "dequantize_reduce",
+           "dequantize_reduce_quantize"]
+CONFIGS = ["int8-sym-rtn", "int8-asym-rtn", "int8-sym-sr", "int4-sym-rtn", "int4-asym-rtn",
+           "int4-sym-sr"]
+TYPES = ["float32", "bfloat16", "float16"]
+
+
+def order(row):
+    kernel, dtype, config = row[:3]
+    return (CONFIGS.index(config) // 3, KERNELS.index(kernel), CONFIGS.index(config),
+            TYPES.index(dtype))
 
 
 def medians(path):
@@ -44,7 +59,8 @@ def main():
         rows.setdefault(size, []).append(
             (kernel, dtype, config, r["bytes_per_second"] / 1e9,
              copy["bytes_per_second"] / 1e9))
-    for size, table in rows.items():
+    for size, table in sorted(rows.items(), key=lambda kv: kv[0].endswith("M")):
+        table.sort(key=order)
         print("\n%s (the kernel's unquantized data)\n" % size)
         print("| kernel | type | config | GB/s | memcpy GB/s | ratio |")
         print("| --- | --- | --- | ---: | ---: | ---: |")
