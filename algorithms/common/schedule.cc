@@ -39,6 +39,9 @@ const char* stepKindName(StepKind k) {
     case StepKind::kWait: return "wait";
     case StepKind::kSignal: return "signal";
     case StepKind::kAwait: return "await";
+    case StepKind::kQuantize: return "quantize";
+    case StepKind::kDequantize: return "dequantize";
+    case StepKind::kRequantize: return "requantize";
   }
   return "unknown";
 }
@@ -168,6 +171,38 @@ void Schedule::await(int peer, uint32_t target) {
   s.kind = StepKind::kAwait;
   s.peer = peer;
   s.target = target;
+  steps.push_back(std::move(s));
+}
+
+// Quantization steps are local: like copies, dropped when there is nothing to do.
+void Schedule::quantize(Range elements, Range quantized, uint64_t count, uint64_t index) {
+  if (count == 0) return;
+  Step s;
+  s.kind = StepKind::kQuantize;
+  s.a = elements;
+  s.dst = quantized;
+  s.quant = QuantArgs{count, index, 1};
+  steps.push_back(std::move(s));
+}
+
+void Schedule::dequantize(Range quantized, uint32_t sources, Range elements, uint64_t count) {
+  if (count == 0 || sources == 0) return;
+  Step s;
+  s.kind = StepKind::kDequantize;
+  s.a = quantized;
+  s.dst = elements;
+  s.quant = QuantArgs{count, 0, sources};
+  steps.push_back(std::move(s));
+}
+
+void Schedule::requantize(Range quantized, uint32_t sources, Range dst, uint64_t count,
+                          uint64_t index) {
+  if (count == 0 || sources == 0) return;
+  Step s;
+  s.kind = StepKind::kRequantize;
+  s.a = quantized;
+  s.dst = dst;
+  s.quant = QuantArgs{count, index, sources};
   steps.push_back(std::move(s));
 }
 
@@ -346,6 +381,9 @@ void Schedule::finalize() {
       case StepKind::kGet: acc[n++] = {st.dst, true}; break;  // a get's `a` is the peer's memory
       case StepKind::kRecvReduce:
       case StepKind::kCopy:
+      case StepKind::kQuantize:
+      case StepKind::kDequantize:
+      case StepKind::kRequantize:
         acc[n++] = {st.a, false};
         acc[n++] = {st.dst, true};
         break;

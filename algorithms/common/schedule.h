@@ -45,13 +45,34 @@
 // after call without a rank overwriting what a slower peer still reads is the executor's
 // protocol (src/exec/executor.h): the region alternates between two halves by the parity of
 // the call number, and a rank enters call s only once every peer has entered call s-1.
+//
+// Quantization (ZeRO++-style collectives; algorithms/kernels/quantize.h is the format). A
+// quantized block is the packed form of `count` elements: quantizedSize(count) bytes of group
+// records, which only these steps read or write as such; sends, receives, copies and gets move
+// its bytes like any others. The call's quantization config (CollDesc::quant) fixes the sizes;
+// `quant` carries the rest:
+//   kQuantize   a, dst     : dst = Q(a), a being quant.count elements of the call's type;
+//                            quant.index is the stream index of a's first element (stochastic
+//                            rounding: the same element gets the same random number whatever
+//                            the algorithm or chunking)
+//   kDequantize a, dst     : dst = D(a_0) + ... + D(a_{k-1}), k = quant.sources blocks of
+//                            quant.count elements each, back to back in a (a.bytes = k times
+//                            the block size), summed in float32 in that order and rounded once
+//                            into the call's type (k = 1: a plain dequantize)
+//   kRequantize a, dst     : dst = Q(D(a_0) + ... + D(a_{k-1})), the sum as kDequantize forms
+//                            it; quant.index as for kQuantize
+// None may overlap its destination with a source. The sum is the collective's (avg divides
+// afterwards, as everywhere); the checker proves the data flow and precision is tested
+// numerically.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "algorithms/kernels/dtype.h"
+#include "algorithms/kernels/quantize_ops.h"
 
 namespace chorus::sched {
 
@@ -81,12 +102,26 @@ enum class StepKind : uint8_t {
   kWait,
   kSignal,
   kAwait,
+  kQuantize,
+  kDequantize,
+  kRequantize,
 };
 // True for the steps that read a peer's memory (kGet, kGetReduce).
 inline bool isOneSided(StepKind k) { return k == StepKind::kGet || k == StepKind::kGetReduce; }
 // True for the steps that synchronize through the host window (kSignal, kAwait).
 inline bool isWindowSync(StepKind k) { return k == StepKind::kSignal || k == StepKind::kAwait; }
+// True for the steps that encode or decode quantized blocks.
+inline bool isQuantStep(StepKind k) {
+  return k == StepKind::kQuantize || k == StepKind::kDequantize || k == StepKind::kRequantize;
+}
 const char* stepKindName(StepKind k);
+
+// What a quantization step needs beyond its ranges (see the top of this file).
+struct QuantArgs {
+  uint64_t count = 0;    // elements per block
+  uint64_t index = 0;    // kQuantize, kRequantize: stream index of the first element
+  uint32_t sources = 1;  // kDequantize, kRequantize: blocks summed
+};
 
 struct Step {
   StepKind kind = StepKind::kCopy;
@@ -95,6 +130,7 @@ struct Step {
   Range b;
   Range dst;
   uint32_t target = 0;  // kAwait: the peer's signal to wait for (1-based)
+  QuantArgs quant;      // quantization steps only
   // Filled by finalize(): indices of earlier steps this one waits for.
   std::vector<uint32_t> deps;
 };
@@ -144,6 +180,9 @@ struct CollDesc {
   std::vector<int> hostOf;
   // The host window (window algorithms only; equal on every rank).
   WindowGeometry window;
+  // Quantized collectives: the config, equal on every rank (its shape sets block sizes; the
+  // seed and rounding matter only when the steps run). Empty for every other call.
+  std::optional<kernels::QuantConfig> quant;
 };
 
 class Schedule {
@@ -175,6 +214,11 @@ class Schedule {
   // those are the message peers.
   void signal();
   void await(int peer, uint32_t target);
+  // Quantization steps (see the top of this file). `quantized` ranges hold blocks of `count`
+  // elements; `elements` ranges hold the call's type.
+  void quantize(Range elements, Range quantized, uint64_t count, uint64_t index);
+  void dequantize(Range quantized, uint32_t sources, Range elements, uint64_t count);
+  void requantize(Range quantized, uint32_t sources, Range dst, uint64_t count, uint64_t index);
   void addPeer(int peer);
   // True when a step reads a peer's user buffers (input, output, scratch): only connections
   // that can read peer memory run it.

@@ -12,8 +12,8 @@
 // Group size 256; the reductions have 4 sources (the ranks of a host in qgZ's first hop).
 //
 //   kernels_bench --benchmark_filter='^quant' --benchmark_repetitions=5
-//       --benchmark_report_aggregates_only=true --benchmark_out=q.json
-//       --benchmark_out_format=json
+//       --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true
+//       --benchmark_out=q.json --benchmark_out_format=json
 //   python3 bench/kernels/quant_ratios.py q.json      # the table of docs/performance.md
 #include <benchmark/benchmark.h>
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "algorithms/kernels/quantize.h"
 #include "algorithms/kernels/reduce.h"
 #include "algorithms/registry.h"
 #include "src/base/futex.h"
@@ -68,9 +69,51 @@ std::string describeStep(const sched::Step& s, size_t index) {
     case StepKind::kAwait:
       out += " of rank " + std::to_string(s.peer) + "'s signal " + std::to_string(s.target);
       break;
+    case StepKind::kQuantize:
+    case StepKind::kDequantize:
+    case StepKind::kRequantize:
+      out += ", " + std::to_string(s.quant.count) + " elements";
+      if (s.kind != StepKind::kQuantize) out += " x " + std::to_string(s.quant.sources);
+      break;
     default: break;
   }
   return out + ")";
+}
+
+// Runs a quantization step (schedule.h) on its bound buffers with the call's config. The
+// sizes were fixed when the plan was built; they are checked against this call's config before
+// anything is written. `sources` is reused from call to call.
+Status runQuantStep(const sched::Step& s, const std::byte* a, std::byte* dst, DataType dtype,
+                    const kernels::QuantConfig* config, std::vector<const void*>& sources) {
+  if (config == nullptr) {
+    return internalError("a quantization step in a call that is not quantized");
+  }
+  const uint64_t count = s.quant.count;
+  const uint64_t block = kernels::quantizedSize(count, *config);
+  const uint64_t elements = count * dataTypeSize(dtype);
+  const uint64_t quantized = s.kind == StepKind::kQuantize ? block : block * s.quant.sources;
+  const uint64_t out = s.kind == StepKind::kDequantize ? elements : block;
+  const uint64_t in = s.kind == StepKind::kQuantize ? elements : quantized;
+  if (s.a.bytes != in || s.dst.bytes != out) {
+    return internalError(std::string(sched::stepKindName(s.kind)) + " of " +
+                         std::to_string(count) + " elements reads " + std::to_string(s.a.bytes) +
+                         " and writes " + std::to_string(s.dst.bytes) + " bytes; this call's " +
+                         "quantization config needs " + std::to_string(in) + " and " +
+                         std::to_string(out));
+  }
+  if (s.kind == StepKind::kQuantize) {
+    kernels::quantize(dst, a, count, dtype, *config, s.quant.index);
+    return Status();
+  }
+  sources.resize(s.quant.sources);
+  for (uint32_t k = 0; k < s.quant.sources; ++k) sources[k] = a + k * block;
+  if (s.kind == StepKind::kDequantize) {
+    kernels::dequantizeReduce(dst, dtype, sources.data(), sources.size(), count, *config);
+  } else {
+    kernels::dequantizeReduceQuantize(dst, sources.data(), sources.size(), count, *config,
+                                      s.quant.index);
+  }
+  return Status();
 }
 
 }  // namespace
@@ -338,6 +381,14 @@ Status Executor::runSequential(const Plan& plan, const OpIdentity& id, DataType 
           env.window->signal(id.seq, signalled_);
         break;
       case StepKind::kAwait: CHORUS_RETURN_IF_ERROR(awaitWindow(s, i, plan, id, env)); break;
+      case StepKind::kQuantize:
+      case StepKind::kDequantize:
+      case StepKind::kRequantize: {
+        Status st = runQuantStep(s, ptr(s.a), ptr(s.dst), dtype, id.quant, quantSources_);
+        if (!st.ok()) return st.withContext(describeCall(id, plan.schedule.algo.c_str()) + " " +
+                                            describeStep(s, i));
+        break;
+      }
       default:
         return internalError(describeCall(id, plan.schedule.algo.c_str()) + ": " +
                              describeStep(s, i) + " in a plan without message peers");
@@ -597,6 +648,9 @@ Status Executor::runDataflow(const Plan& plan, const OpIdentity& id, DataType dt
                         s.dst.bytes / elem, dtype, op);
       } else if (s.kind == StepKind::kCopy) {
         if (ptr(s.a) != ptr(s.dst)) kernels::copy(ptr(s.dst), ptr(s.a), s.dst.bytes);
+      } else if (sched::isQuantStep(s.kind)) {
+        Status st = runQuantStep(s, ptr(s.a), ptr(s.dst), dtype, id.quant, quantSources_);
+        if (!st.ok()) return st.withContext(call() + " " + describeStep(s, i));
       } else {
         kernels::reduce(ptr(s.dst), ptr(s.a), ptr(s.b), s.dst.bytes / elem, dtype, op);
       }

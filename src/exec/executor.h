@@ -10,6 +10,9 @@
 // One-sided steps run inline like local steps, once their dependencies are done and the peer's
 // header and memory handles have arrived and been checked; a kGetReduce reads through a
 // cache-sized bounce buffer and reduces piece by piece. kNotify / kWait are zero-byte messages.
+// Quantization steps are local steps too, running the kernels of algorithms/kernels/quantize.h
+// with the call's config (OpIdentity::quant); a block size that does not match that config is
+// an internal error, not a buffer overrun.
 //
 // Before any data, one consistency header travels each way to every message peer (collective,
 // sequence number, count, type, op, root, algorithm, and the bytes and messages each side will
@@ -50,6 +53,7 @@
 
 #include "algorithms/common/schedule.h"
 #include "algorithms/kernels/dtype.h"
+#include "algorithms/kernels/quantize_ops.h"
 #include "algorithms/kernels/reduce_ops.h"
 #include "src/base/status.h"
 #include "src/exec/plan.h"
@@ -85,6 +89,9 @@ struct OpIdentity {
   DataType dtype = DataType::kFloat32;
   int userOp = -1;   ///< chorusRedOp_t, -1 when the collective has no reduction
   int root = -1;
+  /// Quantized collectives: the call's config (its shape must be the one the plan was built
+  /// for; the seed and rounding apply to this run). Null otherwise.
+  const kernels::QuantConfig* quant = nullptr;
 };
 
 /// "allreduce(count=100, float32, sum) #7 [ring]"
@@ -179,6 +186,7 @@ class Executor {
   std::unique_ptr<std::byte[]> scratch_;
   uint64_t scratchSize_ = 0;
   std::unique_ptr<std::byte[]> bounce_;  // one-sided reads that are reduced land here first
+  std::vector<const void*> quantSources_;  // a dequantize / requantize step's blocks
 };
 
 }  // namespace chorus::exec

@@ -69,6 +69,8 @@ StatusOr<std::shared_ptr<const Plan>> prepare(sched::Schedule schedule, std::str
       if (s.peer < 0 || s.peer >= nranks || s.peer == rank || s.target == 0)
         return internalError(where(i) + " awaits an invalid peer or signal");
     }
+    if (sched::isQuantStep(s.kind) && (s.quant.count == 0 || s.quant.sources == 0))
+      return internalError(where(i) + " quantizes no elements or sums no blocks");
     const bool remoteUser = sched::isOneSided(s.kind) && s.a.buf != sched::kWindow;
     if (isMessage(s.kind) || remoteUser) {
       const int32_t slot = slotOf(s.peer);

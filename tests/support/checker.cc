@@ -1,6 +1,7 @@
 #include "tests/support/checker.h"
 
 #include <algorithm>
+#include <optional>
 #include <array>
 #include <deque>
 #include <random>
@@ -99,6 +100,43 @@ class ValuePool {
   std::vector<std::pair<size_t, size_t>> sets_;  // id -> (offset, length) in terms_
 };
 
+// ---- Quantized blocks ------------------------------------------------------------------------
+
+// A quantized block is the encoding of a few elements' values (kQuantize, kRequantize). Its bytes
+// carry ids of their own, kEncoded | (the block's first id + the byte's position), so a step
+// that decodes (kDequantize, kRequantize) can tell whether the bytes it reads are exactly one
+// whole block, in order (not a block cut short, shifted, stitched from two, or stale) and which
+// values it encodes. Element values are below kEncoded; reducing an encoded byte is an error.
+constexpr uint32_t kEncoded = 0x80000000u;
+bool isEncoded(uint32_t v) { return (v & kEncoded) != 0; }
+
+struct Block {
+  uint32_t first = 0;  // id of byte 0, kEncoded included
+  uint64_t size = 0;   // bytes
+  std::vector<uint32_t> values;  // per element
+};
+
+class BlockTable {
+ public:
+  // The first id of a new block of `size` bytes, or nullopt when the ids run out.
+  std::optional<uint32_t> add(uint64_t size, std::vector<uint32_t> values) {
+    if (size >= kEncoded - next_) return std::nullopt;
+    blocks_.push_back(Block{kEncoded | next_, size, std::move(values)});
+    next_ += static_cast<uint32_t>(size);
+    return blocks_.back().first;
+  }
+  // The block holding encoded id `v`.
+  const Block& of(uint32_t v) const {
+    auto it = std::upper_bound(blocks_.begin(), blocks_.end(), v,
+                               [](uint32_t x, const Block& b) { return x < b.first; });
+    return *std::prev(it);
+  }
+
+ private:
+  std::vector<Block> blocks_;  // in id order
+  uint32_t next_ = 0;
+};
+
 std::string formatTerms(std::span<const uint64_t> ts) {
   if (ts.empty()) return "{}";
   constexpr size_t kShown = 6;
@@ -116,7 +154,8 @@ constexpr int kInMem = 0, kOutMem = 1, kScratchMem = 2, kWinMem = 3, kNumMem = 4
 const char* const kMemName[kNumMem] = {"input", "output", "scratch", "window"};
 
 struct Layout {
-  uint64_t unit = 1;                            // bytes per element
+  uint64_t unit = 1;                            // bytes per cell (an element, or one byte)
+  uint64_t cellsPerElement = 1;                 // elemSize in byte mode (see Checker)
   uint64_t logical[kNumMem] = {0, 0, 0, 0};     // elements of input, output, scratch, window
   int64_t inputInOutput = -1;                   // element offsets, as the call implies
   int64_t outputInInput = -1;
@@ -148,12 +187,13 @@ bool isRecv(StepKind k) { return k == StepKind::kRecv || k == StepKind::kRecvRed
 bool isExit(StepKind k) { return k == StepKind::kSend || k == StepKind::kNotify; }
 bool isEntry(StepKind k) { return isRecv(k) || k == StepKind::kWait; }
 bool hasPeer(StepKind k) {
-  return k != StepKind::kCopy && k != StepKind::kReduce && k != StepKind::kSignal;
+  return k != StepKind::kCopy && k != StepKind::kReduce && k != StepKind::kSignal &&
+         !isQuantStep(k);
 }
 // Steps that read a local `a`, a local `b`, and write `dst`.
 bool readsLocalA(StepKind k) {
   return k == StepKind::kSend || k == StepKind::kRecvReduce || k == StepKind::kCopy ||
-         k == StepKind::kReduce;
+         k == StepKind::kReduce || isQuantStep(k);
 }
 bool readsLocalB(StepKind k) { return k == StepKind::kReduce || k == StepKind::kGetReduce; }
 bool writesDst(StepKind k) {
@@ -200,6 +240,12 @@ std::string describe(const Step& s) {
     case StepKind::kSignal: return d;
     case StepKind::kAwait:
       return d + " " + std::to_string(s.peer) + "'s signal " + std::to_string(s.target);
+    case StepKind::kQuantize:
+    case StepKind::kDequantize:
+    case StepKind::kRequantize:
+      return d + " " + rangeName(s.a) + " -> " + rangeName(s.dst) + ", " +
+             std::to_string(s.quant.count) + " elements" +
+             (s.kind == StepKind::kQuantize ? "" : " x " + std::to_string(s.quant.sources));
   }
   return d;
 }
@@ -240,6 +286,8 @@ class Checker {
 
   Status run() {
     CHORUS_RETURN_IF_ERROR(validateArgs());
+    for (const Schedule& sc : scheds_)
+      for (const Step& st : sc.steps) byteMode_ = byteMode_ || isQuantStep(st.kind);
     for (int r = 0; r < n_; ++r) layouts_.push_back(layoutOf(r));
     CHORUS_RETURN_IF_ERROR(validateSchedules());
     if (opts_.proveOrder) CHORUS_RETURN_IF_ERROR(proveOneSided());
@@ -277,6 +325,16 @@ class Checker {
           d.inPlace != d0.inPlace)
         return invalidArgument(who + "count, elemSize, root or inPlace differ from rank 0");
       if (d.root < 0 || d.root >= n_) return invalidArgument(who + "root out of range");
+      if (d.quant.has_value() != d0.quant.has_value())
+        return invalidArgument(who + "quantization config present on one rank only");
+      if (d.quant) {
+        const kernels::QuantConfig &q = *d.quant, &q0 = *d0.quant;
+        if (!kernels::quant::usable(q))
+          return invalidArgument(who + "quantization config the kernels cannot run");
+        if (q.bits != q0.bits || q.groupSize != q0.groupSize || q.asymmetric != q0.asymmetric ||
+            q.stochastic != q0.stochastic || q.seed != q0.seed)
+          return invalidArgument(who + "quantization config differs from rank 0");
+      }
       if (coll_ == Coll::kAllToAllv) {
         const size_t want = static_cast<size_t>(n_);
         if (d.sendCounts.size() != want || d.sendDispls.size() != want ||
@@ -304,7 +362,9 @@ class Checker {
     const uint64_t n = static_cast<uint64_t>(n_), c = d.count;
     const bool root = r == d.root;
     Layout L;
-    L.unit = coll_ == Coll::kBarrier ? 1 : d.elemSize;
+    // Cells: elements, or bytes in byte mode, where quantized blocks have sizes of their own.
+    L.unit = coll_ == Coll::kBarrier || byteMode_ ? 1 : d.elemSize;
+    L.cellsPerElement = coll_ == Coll::kBarrier || !byteMode_ ? 1 : d.elemSize;
     uint64_t in = 0, out = 0;
     switch (coll_) {
       case Coll::kAllReduce: in = out = c; break;
@@ -342,6 +402,11 @@ class Checker {
         case Coll::kSendRecv: break;
       }
     }
+    const uint64_t cpe = L.cellsPerElement;
+    in *= cpe;
+    out *= cpe;
+    if (L.inputInOutput >= 0) L.inputInOutput *= static_cast<int64_t>(cpe);
+    if (L.outputInInput >= 0) L.outputInInput *= static_cast<int64_t>(cpe);
     L.logical[kInMem] = in;
     L.logical[kOutMem] = out;
     L.logical[kScratchMem] = scheds_[r].scratchBytes / L.unit;
@@ -416,6 +481,49 @@ class Checker {
     return Status();
   }
 
+  Status checkElementAligned(int r, uint32_t i, const Step& st, const Range& rg) const {
+    const uint64_t e = descs_[r].elemSize;
+    if (rg.offset % e || rg.bytes % e)
+      return internalError(at(r, i, st) + ": " + rangeName(rg) + " is not aligned to the " +
+                           std::to_string(e) + "-byte element");
+    return Status();
+  }
+
+  // Bytes of `count` elements quantized with the call's config.
+  uint64_t blockBytes(int r, uint64_t count) const {
+    return kernels::quant::packedBytes(*descs_[r].quant, count);
+  }
+
+  // A quantization step's shape: the call is quantized; a and dst in bounds, of the sizes its
+  // count and sources imply under the call's config, elements element-aligned, and disjoint
+  // (the kernels read all of a while writing dst).
+  Status checkQuantStep(int r, uint32_t i, const Step& st) const {
+    if (!descs_[r].quant)
+      return internalError(at(r, i, st) + ": a quantization step in a call whose description " +
+                           "has no quantization config (CollDesc::quant)");
+    CHORUS_RETURN_IF_ERROR(checkRange(r, i, st, st.a, "a"));
+    CHORUS_RETURN_IF_ERROR(checkRange(r, i, st, st.dst, "dst"));
+    const uint64_t count = st.quant.count, sources = st.quant.sources;
+    if (count == 0 || sources == 0 || (st.kind == StepKind::kQuantize && sources != 1))
+      return internalError(at(r, i, st) + ": " + std::to_string(count) + " elements from " +
+                           std::to_string(sources) + " blocks");
+    const uint64_t block = blockBytes(r, count), elements = count * descs_[r].elemSize;
+    const uint64_t in = st.kind == StepKind::kQuantize ? elements : sources * block;
+    const uint64_t out = st.kind == StepKind::kDequantize ? elements : block;
+    if (st.a.bytes != in || st.dst.bytes != out)
+      return internalError(at(r, i, st) + ": a is " + std::to_string(st.a.bytes) +
+                           " bytes and dst " + std::to_string(st.dst.bytes) + "; the call's " +
+                           "quantization config needs " + std::to_string(in) + " and " +
+                           std::to_string(out));
+    if (st.kind != StepKind::kRequantize)
+      CHORUS_RETURN_IF_ERROR(
+          checkElementAligned(r, i, st, st.kind == StepKind::kQuantize ? st.a : st.dst));
+    const Span a = spanOf(r, st.a), d = spanOf(r, st.dst);
+    if (a.mem == d.mem && a.first < d.first + d.count && d.first < a.first + a.count)
+      return internalError(at(r, i, st) + ": a and dst overlap");
+    return Status();
+  }
+
   Status validateSchedules() const {
     for (int r = 0; r < n_; ++r) {
       const Schedule& s = scheds_[r];
@@ -444,7 +552,7 @@ class Checker {
       bool signalled = false;
       for (uint32_t i = 0; i < s.steps.size(); ++i) {
         const Step& st = s.steps[i];
-        if (static_cast<uint8_t>(st.kind) > static_cast<uint8_t>(StepKind::kAwait))
+        if (static_cast<uint8_t>(st.kind) > static_cast<uint8_t>(StepKind::kRequantize))
           return internalError(who + "step " + std::to_string(i) + " has an unknown kind");
         for (uint32_t d : st.deps)
           if (d >= i)
@@ -491,6 +599,9 @@ class Checker {
               return internalError(at(r, i, st) + ": a, b and dst differ in size");
             CHORUS_RETURN_IF_ERROR(checkOverlap(r, i, st, st.b, st.dst, "b"));
             break;
+          case StepKind::kQuantize:
+          case StepKind::kDequantize:
+          case StepKind::kRequantize: CHORUS_RETURN_IF_ERROR(checkQuantStep(r, i, st)); break;
           case StepKind::kNotify:
           case StepKind::kWait: break;
           case StepKind::kSignal: signalled = true; break;
@@ -504,6 +615,17 @@ class Checker {
         }
         if (writesDst(st.kind) && !L.inPlace() && st.dst.buf == kInput)
           return internalError(at(r, i, st) + ": writes the input of an out-of-place call");
+        // In byte mode ranges need not be element-aligned (quantized blocks are not), but
+        // whatever is reduced as elements must be.
+        if (byteMode_ && (st.kind == StepKind::kReduce || st.kind == StepKind::kRecvReduce ||
+                          st.kind == StepKind::kGetReduce)) {
+          for (const Range* rg : {&st.b, &st.dst}) {
+            if (rg == &st.b && st.kind == StepKind::kRecvReduce) continue;
+            CHORUS_RETURN_IF_ERROR(checkElementAligned(r, i, st, *rg));
+          }
+          if (st.kind != StepKind::kGetReduce)
+            CHORUS_RETURN_IF_ERROR(checkElementAligned(r, i, st, st.a));
+        }
       }
     }
     return Status();
@@ -516,9 +638,13 @@ class Checker {
     for (int r = 0; r < n_; ++r) {
       const Layout& L = layouts_[r];
       for (int m = 0; m < kNumMem; ++m) initial_[r][m].assign(L.memSize[m], kPoison);
-      for (uint64_t e = 0; e < L.logical[kInMem]; ++e) {
-        auto [mem, idx] = L.locate(kInput, e);
-        initial_[r][mem][idx] = pool_.single(term(r, e));
+      // One value per element, in each of its cells.
+      for (uint64_t e = 0; e < L.logical[kInMem]; e += L.cellsPerElement) {
+        const uint32_t v = pool_.single(term(r, e / L.cellsPerElement));
+        for (uint64_t k = 0; k < L.cellsPerElement; ++k) {
+          auto [mem, idx] = L.locate(kInput, e + k);
+          initial_[r][mem][idx] = v;
+        }
       }
     }
   }
@@ -665,6 +791,10 @@ class Checker {
         return internalError(at(r, i, st) + ": element " + std::to_string(k) + " of the range " +
                              "reduces a value that was never written (" +
                              (x == kPoison ? xName : yName) + ")");
+      if (isEncoded(x) || isEncoded(y))
+        return internalError(at(r, i, st) + ": element " + std::to_string(k) + " of the range " +
+                             "reduces bytes of a quantized block as elements (" +
+                             (isEncoded(x) ? xName : yName) + "; decode them first)");
       uint64_t dup = 0;
       const uint32_t v = pool_.merge(x, y, &dup);
       if (v == kPoison)
@@ -726,8 +856,116 @@ class Checker {
         break;
       case StepKind::kWait:
       case StepKind::kAwait: break;
+      case StepKind::kQuantize: {
+        CHORUS_ASSIGN_OR_RETURN(std::vector<uint32_t> values, readElements(r, i, mem, a));
+        CHORUS_RETURN_IF_ERROR(writeBlock(r, i, mem, d, std::move(values)));
+        break;
+      }
+      case StepKind::kDequantize:
+      case StepKind::kRequantize: {
+        CHORUS_ASSIGN_OR_RETURN(std::vector<uint32_t> sum, sumBlocks(r, i, mem, a));
+        if (st.kind == StepKind::kRequantize) {
+          CHORUS_RETURN_IF_ERROR(writeBlock(r, i, mem, d, std::move(sum)));
+        } else {
+          const uint64_t cpe = layouts_[r].cellsPerElement;
+          for (uint64_t j = 0; j < sum.size(); ++j)
+            std::fill_n(mem[d.mem].begin() + static_cast<int64_t>(d.first + j * cpe), cpe, sum[j]);
+        }
+        break;
+      }
     }
     return Status();
+  }
+
+  // What a cell holds, for messages.
+  std::string valueName(uint32_t v) const {
+    if (v == kPoison) return "nothing written";
+    if (isEncoded(v)) {
+      const Block& b = blocks_.of(v);
+      return "byte " + std::to_string(v - b.first) + " of a quantized block of " +
+             std::to_string(b.values.size()) + " elements (" + std::to_string(b.size) + " bytes)";
+    }
+    return formatTerms(pool_.terms(v));
+  }
+
+  // The values of the quant.count elements at a (quantize's input): each written, not encoded,
+  // and the same in all of its cells.
+  StatusOr<std::vector<uint32_t>> readElements(int r, uint32_t i, const Memory& mem,
+                                               const Span& a) const {
+    const Step& st = scheds_[r].steps[i];
+    const uint64_t cpe = layouts_[r].cellsPerElement;
+    std::vector<uint32_t> values(st.quant.count);
+    for (uint64_t j = 0; j < values.size(); ++j) {
+      const uint32_t v = mem[a.mem][a.first + j * cpe];
+      if (v == kPoison || isEncoded(v))
+        return internalError(at(r, i, st) + ": element " + std::to_string(j) + " of a holds " +
+                             valueName(v) + ", not an element's value");
+      // Cells reduced one by one hold equal sets under different ids: compare the sets.
+      const auto terms = pool_.terms(v);
+      for (uint64_t k = 1; k < cpe; ++k)
+        if (const uint32_t w = mem[a.mem][a.first + j * cpe + k];
+            w != v && (w == kPoison || isEncoded(w) ||
+                       !std::ranges::equal(pool_.terms(w), terms)))
+          return internalError(at(r, i, st) + ": the bytes of element " + std::to_string(j) +
+                               " of a hold different values (moved by a range that was not " +
+                               "element-aligned)");
+      values[j] = v;
+    }
+    return values;
+  }
+
+  // A new block encoding `values`, written to dst.
+  Status writeBlock(int r, uint32_t i, Memory& mem, const Span& d, std::vector<uint32_t> values) {
+    const std::optional<uint32_t> first = blocks_.add(d.count, std::move(values));
+    if (!first)
+      return internalError(at(r, i, scheds_[r].steps[i]) + ": more quantized bytes than the " +
+                           "checker can name (2^31)");
+    for (uint64_t k = 0; k < d.count; ++k)
+      mem[d.mem][d.first + k] = *first + static_cast<uint32_t>(k);
+    return Status();
+  }
+
+  // The element-wise sum of the quant.sources blocks back to back at a, each of which must be
+  // exactly one whole block of quant.count elements; a contribution twice is an error.
+  StatusOr<std::vector<uint32_t>> sumBlocks(int r, uint32_t i, const Memory& mem,
+                                            const Span& a) {
+    const Step& st = scheds_[r].steps[i];
+    const uint64_t size = blockBytes(r, st.quant.count);
+    std::vector<uint32_t> sum;
+    for (uint32_t src = 0; src < st.quant.sources; ++src) {
+      const uint64_t start = a.first + src * size;
+      const uint32_t head = mem[a.mem][start];
+      auto notABlock = [&](const std::string& why) {
+        return internalError(at(r, i, st) + ": bytes [" + std::to_string(src * size) + ", " +
+                             std::to_string((src + 1) * size) + ") of a are not one whole " +
+                             "quantized block of " + std::to_string(st.quant.count) +
+                             " elements: " + why);
+      };
+      if (!isEncoded(head)) return notABlock("byte 0 holds " + valueName(head));
+      const Block& b = blocks_.of(head);
+      if (head != b.first || b.size != size || b.values.size() != st.quant.count)
+        return notABlock("byte 0 holds " + valueName(head));
+      for (uint64_t k = 1; k < size; ++k) {
+        const uint32_t v = mem[a.mem][start + k];
+        if (v != head + k)
+          return notABlock("byte " + std::to_string(k) + " holds " + valueName(v) +
+                           " instead of byte " + std::to_string(k) + " of the block");
+      }
+      if (src == 0) {
+        sum = b.values;
+        continue;
+      }
+      for (uint64_t j = 0; j < sum.size(); ++j) {
+        uint64_t dup = 0;
+        const uint32_t v = pool_.merge(sum[j], b.values[j], &dup);
+        if (v == kPoison)
+          return internalError(at(r, i, st) + ": element " + std::to_string(j) + " of the sum " +
+                               "counts contribution " + termName(dup) + " twice (block " +
+                               std::to_string(src) + ")");
+        sum[j] = v;
+      }
+    }
+    return sum;
   }
 
   // ---- check 2, one-sided reads: happens-before ----
@@ -1268,18 +1506,22 @@ class Checker {
       for (uint64_t e = 0; e < L.logical[kOutMem]; ++e) {
         const auto [mem, idx] = L.locate(kOutput, e);
         const uint32_t got = memory_[r][mem][idx];
+        const uint64_t element = e / L.cellsPerElement;
         auto where = [&] {
-          return mode + "rank " + std::to_string(r) + " output element " + std::to_string(e) +
-                 " (byte " + std::to_string(e * L.unit) + ")";
+          return mode + "rank " + std::to_string(r) + " output element " +
+                 std::to_string(element) + " (byte " + std::to_string(e * L.unit) + ")";
         };
-        if (!expected(r, e, want)) {
+        if (!expected(r, element, want)) {
           if (got != initial_[r][mem][idx])
             return internalError(where() + " lies outside every block the collective defines " +
-                                 "but was overwritten with " + formatTerms(pool_.terms(got)));
+                                 "but was overwritten with " + valueName(got));
           continue;
         }
         if (got == kPoison)
           return internalError(where() + " was never written; expected " + formatTerms(want));
+        if (isEncoded(got))
+          return internalError(where() + " holds " + valueName(got) + "; expected " +
+                               formatTerms(want));
         const auto have = pool_.terms(got);
         if (std::equal(have.begin(), have.end(), want.begin(), want.end())) continue;
         std::string diff;
@@ -1310,6 +1552,8 @@ class Checker {
   std::vector<Memory> initial_, memory_;
   std::vector<std::deque<Message>> channels_;
   std::vector<uint32_t> tmp_;
+  bool byteMode_ = false;  // a schedule quantizes: one cell per byte instead of per element
+  BlockTable blocks_;
 };
 
 }  // namespace

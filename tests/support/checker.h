@@ -13,8 +13,20 @@
 // peer's call (its in-place aliasing included), and is bounds-checked against the peer's buffers.
 // Notifies travel in the queue of sends, waits take them from the queue of receives.
 //
+// Quantization steps (schedule.h) make the check run on bytes: every byte of every buffer is a
+// cell (an element's value fills its elemSize cells), because a quantized block is not a whole
+// number of elements. kQuantize turns element values into a block whose bytes are tokens of that
+// block (which element values it encodes, and each byte's position); messages, copies and gets
+// move the tokens like any bytes. kDequantize and kRequantize accept only exactly whole blocks
+// of the right element count, in order, and sum their values (a contribution twice is an error,
+// as in any reduction); reducing a token as an element is an error. The data flow is proved;
+// precision is the kernels' tests' business (tests/unit/kernels/quantize_test.cc).
+//
 // Checks, in order, stopping at the first failure:
-//   1. Every range is in bounds of its buffer and element-aligned; sizes agree within a step;
+//   1. Every range is in bounds of its buffer and element-aligned (on bytes: every range that is
+//      reduced or quantized as elements); sizes agree within a step, and quantization steps'
+//      sizes are those the call's config gives (CollDesc::quant) with sources and destination
+//      disjoint;
 //      copies and reductions do not partially overlap; deps point backwards; the in-place
 //      aliasing the schedule declares is the one the call implies; out-of-place input is
 //      never written; every step's peer is in Schedule::peers, and peer lists are symmetric.

@@ -9,6 +9,7 @@
 
 #include "algorithms/common/chunking.h"
 #include "algorithms/registry.h"
+#include "tests/support/quant_schedules.h"
 
 namespace chorus::sched {
 namespace {
@@ -684,6 +685,147 @@ TEST(Window, NeedsTheWindowInTheDescription) {
   Status st = check(Coll::kAllReduce, 2, d, s);
   EXPECT_FALSE(st.ok());
   EXPECT_TRUE(mentions(st, "host window")) << st.toString();
+}
+
+
+// ---- quantization steps ------------------------------------------------------------------------
+
+CollDesc quantDesc(uint64_t count, size_t elemSize, uint32_t bits = 4, uint64_t group = 8) {
+  CollDesc d = desc(Coll::kReduceScatter, count, elemSize);
+  d.quant = kernels::QuantConfig{.bits = bits, .groupSize = group};
+  return d;
+}
+
+std::vector<Schedule> oneHop(const CollDesc& d, int n) {
+  std::vector<Schedule> s;
+  for (int r = 0; r < n; ++r) s.push_back(examples::quantizedReduceScatter(d, r, n));
+  refinalize(s);
+  return s;
+}
+
+// Broken quantized schedules: refinalized (unless the break is in the deps), checked, refused
+// with a message naming every part.
+void expectRefused(const CollDesc& d, std::vector<Schedule> s,
+                   std::initializer_list<const char*> parts, bool keepDeps = false) {
+  if (!keepDeps) refinalize(s);
+  Status st = check(Coll::kReduceScatter, static_cast<int>(s.size()), d, s);
+  EXPECT_FALSE(st.ok());
+  for (const char* part : parts) EXPECT_TRUE(mentions(st, part)) << st.toString();
+}
+
+// Counts with a short last group (37 = 4 x 8 + 5), two element sizes, both widths.
+TEST(CheckerQuantized, AcceptsHandWrittenQuantizedReduceScatters) {
+  for (uint32_t bits : {4u, 8u}) {
+    for (size_t elem : {size_t{2}, size_t{4}}) {
+      for (uint64_t count : {uint64_t{37}, uint64_t{64}}) {
+        const CollDesc d = quantDesc(count, elem, bits);
+        for (int n : {1, 2, 3, 5}) {
+          SCOPED_TRACE("int" + std::to_string(bits) + " elem " + std::to_string(elem) +
+                       " count " + std::to_string(count) + " ranks " + std::to_string(n));
+          Status st = checkAlgorithm(Coll::kReduceScatter, n, d, examples::quantizedReduceScatter);
+          EXPECT_TRUE(st.ok()) << st.toString();
+        }
+        for (auto [hosts, perHost] : {std::pair{2, 2}, {3, 2}, {2, 3}, {1, 4}, {4, 1}}) {
+          SCOPED_TRACE("two hops, " + std::to_string(hosts) + " x " + std::to_string(perHost));
+          const ScheduleBuilder twoHop = [perHost = perHost](const CollDesc& x, int r, int n) {
+            return examples::twoHopQuantizedReduceScatter(x, r, n, perHost);
+          };
+          Status st = checkAlgorithm(Coll::kReduceScatter, hosts * perHost, d, twoHop);
+          EXPECT_TRUE(st.ok()) << st.toString();
+        }
+      }
+    }
+  }
+}
+
+TEST(CheckerQuantized, NeedsTheConfigInTheDescription) {
+  CollDesc d = quantDesc(37, 4);
+  auto s = oneHop(d, 2);
+  d.quant.reset();
+  expectRefused(d, s, {"has no quantization config"});
+}
+
+TEST(CheckerQuantized, BlockOfTheWrongSize) {
+  const CollDesc d = quantDesc(37, 4);
+  auto s = oneHop(d, 2);
+  s[1].steps[0].dst.bytes -= 1;  // rank 1's first quantize
+  expectRefused(d, s, {"rank 1 step 0", "quantization config needs 148 and 39"});
+}
+
+// Rank 0 overwrites the block it received from rank 1 with its own: its own slice is counted
+// twice, rank 1's not at all.
+TEST(CheckerQuantized, CountingABlockTwice) {
+  const CollDesc d = quantDesc(37, 4);
+  auto s = oneHop(d, 2);
+  const uint64_t block = kernels::quant::packedBytes(*d.quant, 37);
+  s[0].copy(Range{kScratch, 0, block}, Range{kScratch, 3 * block, block});
+  std::swap(s[0].steps[s[0].steps.size() - 2], s[0].steps.back());  // before the dequantize
+  expectRefused(d, s, {"counts contribution r0[0] twice"});
+}
+
+// A receive one byte off: the dequantize reads bytes that are not one whole block.
+TEST(CheckerQuantized, ShiftedBlock) {
+  const CollDesc d = quantDesc(37, 4);
+  auto s = oneHop(d, 2);
+  for (Schedule& x : s) x.scratchBytes += 1;
+  for (Step& st : s[0].steps) {
+    if (st.kind == StepKind::kRecv) st.dst.offset += 1;
+  }
+  expectRefused(d, s, {"are not one whole quantized block of 37 elements"});
+}
+
+// int4, groups of 8: 37 and 38 elements pack into the same 39 bytes. Decoding a 38-element
+// block as 37 elements is caught by what the block holds, not by its size.
+TEST(CheckerQuantized, BlockOfOtherElements) {
+  const CollDesc d = quantDesc(38, 4);
+  auto s = oneHop(d, 2);
+  Step& last = s[0].steps.back();
+  ASSERT_EQ(last.kind, StepKind::kDequantize);
+  last.quant.count = 37;
+  last.dst.bytes = 37 * 4;
+  expectRefused(d, s, {"a quantized block of 38 elements"});
+}
+
+TEST(CheckerQuantized, ReducingQuantizedBytes) {
+  const CollDesc d = quantDesc(64, 4);
+  auto s = oneHop(d, 2);
+  const Range bytes{kScratch, 0, 4};
+  s[0].steps.insert(s[0].steps.begin() + 1, Step{});  // after the first quantize
+  s[0].steps[1].kind = StepKind::kReduce;
+  s[0].steps[1].a = s[0].steps[1].b = s[0].steps[1].dst = bytes;
+  expectRefused(d, s, {"reduces bytes of a quantized block as elements"});
+}
+
+// Without its dependencies the dequantize may run before the blocks have arrived.
+TEST(CheckerQuantized, DequantizeNotOrderedAfterItsSources) {
+  const CollDesc d = quantDesc(37, 4);
+  auto s = oneHop(d, 3);
+  s[2].steps.back().deps.clear();
+  expectRefused(d, s, {"rank 2 step", "but does not depend on it"}, /*keepDeps=*/true);
+}
+
+// A two-hop schedule whose requantize sums one block too few: rank 1 keeps only the block of
+// rank 0 (its host's local rank 0), so its own contribution to destinations 1 and 3 is lost.
+TEST(CheckerQuantized, RequantizeMissingASource) {
+  const CollDesc d = quantDesc(37, 2, 8, 16);
+  std::vector<Schedule> s;
+  for (int r = 0; r < 4; ++r) s.push_back(examples::twoHopQuantizedReduceScatter(d, r, 4, 2));
+  for (Step& st : s[1].steps) {
+    if (st.kind == StepKind::kRequantize) {
+      st.quant.sources = 1;
+      st.a.bytes /= 2;
+    }
+  }
+  expectRefused(d, s, {"rank 1 output element 0", "missing r1[37]"});
+}
+
+TEST(CheckerQuantized, SourcesOverlappingTheDestination) {
+  const CollDesc d = quantDesc(37, 4);
+  auto s = oneHop(d, 2);
+  Step& q = s[0].steps[0];
+  ASSERT_EQ(q.kind, StepKind::kQuantize);
+  q.a = Range{kScratch, 0, 37 * 4};  // reads the bytes it writes
+  expectRefused(d, s, {"a and dst overlap"});
 }
 
 }  // namespace

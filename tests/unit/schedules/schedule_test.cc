@@ -62,6 +62,31 @@ TEST(ScheduleBuilders, TrafficQueries) {
   EXPECT_EQ(s.messagesFrom(3), 0u);
 }
 
+TEST(ScheduleBuilders, QuantizationSteps) {
+  Schedule s;
+  s.quantize(in(0, 400), scr(0, 104), 100, 7);
+  s.dequantize(scr(0, 208), 2, out(0, 400), 100);
+  s.requantize(scr(0, 208), 2, scr(208, 104), 100, 9);
+  s.quantize(in(0, 0), scr(0, 0), 0, 0);  // nothing to do: dropped, like an empty copy
+  s.dequantize(scr(0, 0), 0, out(0, 0), 0);
+  ASSERT_EQ(s.steps.size(), 3u);
+  EXPECT_EQ(s.steps[0].kind, StepKind::kQuantize);
+  EXPECT_EQ(s.steps[0].quant.count, 100u);
+  EXPECT_EQ(s.steps[0].quant.index, 7u);
+  EXPECT_EQ(s.steps[1].quant.sources, 2u);
+  EXPECT_EQ(s.steps[2].kind, StepKind::kRequantize);
+  EXPECT_EQ(s.steps[2].quant.index, 9u);
+  EXPECT_TRUE(s.peers.empty());  // local steps
+  EXPECT_TRUE(isQuantStep(StepKind::kRequantize));
+  EXPECT_FALSE(isQuantStep(StepKind::kCopy));
+  // Reads of a, writes of dst: the dequantize waits for the quantize that wrote its first
+  // source, the requantize (same sources, other destination) only for that quantize too.
+  s.finalize();
+  EXPECT_EQ(s.steps[1].deps, Deps{0});
+  EXPECT_EQ(s.steps[2].deps, Deps{0});
+  EXPECT_STREQ(stepKindName(StepKind::kDequantize), "dequantize");
+}
+
 TEST(ScheduleBuilders, Names) {
   EXPECT_STREQ(stepKindName(StepKind::kRecvReduce), "recvReduce");
   EXPECT_STREQ(collName(Coll::kReduceScatter), "reducescatter");
@@ -255,6 +280,9 @@ Access accessOf(const Schedule& s, const Step& st) {
     case StepKind::kRecv: a.writes = {s.canonical(st.dst)}; break;
     case StepKind::kRecvReduce:
     case StepKind::kCopy:
+    case StepKind::kQuantize:
+    case StepKind::kDequantize:
+    case StepKind::kRequantize:
       a.reads = {s.canonical(st.a)};
       a.writes = {s.canonical(st.dst)};
       break;
@@ -314,8 +342,8 @@ TEST(ScheduleFinalize, MatchesBruteForceOnRandomSchedules) {
     for (int i = 0; i < n; ++i) {
       const int peer = static_cast<int>(rng() % 3);
       Range d = range();
-      // One trial in two also mixes in one-sided steps and fences.
-      switch (rng() % (trial % 2 ? 10 : 5)) {
+      // One trial in two also mixes in one-sided steps, fences and quantization steps.
+      switch (rng() % (trial % 2 ? 13 : 5)) {
         case 0: s.send(peer, range()); break;
         case 1: s.recv(peer, d); break;
         case 2: {
@@ -330,6 +358,9 @@ TEST(ScheduleFinalize, MatchesBruteForceOnRandomSchedules) {
         case 7: s.getReduce(peer, range(), rng() % 2 ? d : range(), d); break;
         case 8: s.notify(peer); break;
         case 9: s.wait(peer); break;
+        case 10: s.quantize(range(), d, 1 + rng() % 4, 0); break;
+        case 11: s.dequantize(range(), 1, d, 1 + rng() % 4); break;
+        case 12: s.requantize(range(), 1 + rng() % 2, d, 1 + rng() % 4, 0); break;
       }
     }
     s.finalize();
