@@ -73,6 +73,9 @@ struct AlgoInfo {
   /// algorithm of each collective (ring, chain, pairwise, linear) says 0, so where a
   /// specialised one costs exactly the same (two ranks, one host) the plain one runs.
   int tiePriority = 1;
+  /// A quantized collective (algorithms/quant): offered only to calls that carry a
+  /// quantization config (CollDesc::quant), and those calls are offered nothing else.
+  bool quantized = false;
 };
 
 /// Adds an entry at static initialization; use through CHORUS_REGISTER_ALGORITHM.

@@ -714,6 +714,30 @@ Status validateQuantConfig(const QuantConfig& c, const char* what) {
   return Status();
 }
 
+std::string quantConfigText(const QuantConfig& c) {
+  std::string s = "int" + std::to_string(c.bits) + ":" + std::to_string(c.groupSize);
+  if (c.asymmetric) s += " asymmetric";
+  if (c.stochastic) s += " stochastic seed=" + std::to_string(c.seed);
+  return s;
+}
+
+// shape: bits in 0-7, asymmetric bit 8, stochastic bit 9, group size from bit 16 (48 bits).
+QuantWords quantWords(const QuantConfig& c) {
+  return QuantWords{(uint64_t{c.bits} & 0xff) | (uint64_t{c.asymmetric} << 8) |
+                        (uint64_t{c.stochastic} << 9) | (c.groupSize << 16),
+                    c.seed};
+}
+
+QuantConfig quantFromWords(QuantWords w) {
+  QuantConfig c;
+  c.bits = static_cast<uint32_t>(w.shape & 0xff);
+  c.asymmetric = (w.shape >> 8) & 1;
+  c.stochastic = (w.shape >> 9) & 1;
+  c.groupSize = w.shape >> 16;
+  c.seed = w.seed;
+  return c;
+}
+
 size_t quantizedSize(size_t count, const QuantConfig& config) {
   return quant::packedBytes(config, count);
 }

@@ -54,6 +54,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "algorithms/kernels/dtype.h"
 #include "algorithms/kernels/quantize_ops.h"
@@ -64,6 +65,18 @@ namespace chorus::kernels {
 /// chorusInvalidArgument naming the field (prefixed with `what`, e.g. "config->") when the
 /// config cannot be used: bits not 4 or 8, group size 0, or odd with 4 bits.
 Status validateQuantConfig(const QuantConfig& config, const char* what = "");
+
+/// "int4:256" (symmetric, nearest), "int8:128 asymmetric stochastic seed=7": for errors and logs.
+std::string quantConfigText(const QuantConfig& config);
+
+/// The config's shape (bits, group size, mode, rounding) in one word, and the seed in another:
+/// what the consistency header carries so ranks that disagree fail with both configs named.
+struct QuantWords {
+  uint64_t shape = 0;  ///< 0: not quantized
+  uint64_t seed = 0;
+};
+QuantWords quantWords(const QuantConfig& config);
+QuantConfig quantFromWords(QuantWords w);
 
 /// Bytes that `count` elements occupy quantized (the layout above). The config must be valid.
 size_t quantizedSize(size_t count, const QuantConfig& config);

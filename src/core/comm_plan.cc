@@ -31,6 +31,7 @@ sched::CollDesc Communicator::describe(const CollArgs& a, bool inPlace) const {
     d.recvDispls = a.v->recvDispls;
   }
   d.window = agreed_.window;
+  d.quant = a.quant;
   return d;
 }
 

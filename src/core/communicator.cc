@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "algorithms/kernels/quantize.h"
 #include "algorithms/kernels/reduce.h"
 #include "src/base/block_pool.h"
 #include "src/base/logging.h"
@@ -95,6 +96,7 @@ Status Communicator::runNow(const CollArgs& a) {
   key.elemSize = static_cast<uint32_t>(elem);
   key.root = rooted(a.coll) ? a.root : -1;
   key.count = a.count;
+  key.quant = a.quant ? kernels::quantWords(*a.quant).shape : 0;
   if (a.coll == sched::Coll::kAllToAllv && a.v) {
     for (const auto* v : {&a.v->sendCounts, &a.v->sendDispls, &a.v->recvCounts, &a.v->recvDispls})
       key.extra.insert(key.extra.end(), v->begin(), v->end());
@@ -120,6 +122,7 @@ Status Communicator::runNow(const CollArgs& a) {
   id.userOp = a.userOp;
   id.root = a.root;
   id.seq = ++collSeq_;
+  id.quant = a.quant ? &*a.quant : nullptr;
   exec::Bindings& bind = bindings_;
   bind.buf.resize(sched::kFirstUserBuf);
   bind.bytes.resize(sched::kFirstUserBuf);

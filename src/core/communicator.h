@@ -21,12 +21,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "algorithms/common/schedule.h"
 #include "algorithms/kernels/dtype.h"
+#include "algorithms/kernels/quantize_ops.h"
 #include "algorithms/registry.h"
 #include "src/base/socket_util.h"
 #include "src/base/status.h"
@@ -59,6 +61,8 @@ struct CollArgs {
     std::vector<uint64_t> sendCounts, sendDispls, recvCounts, recvDispls;
   };
   std::shared_ptr<const Counts> v;
+  /// Quantized collectives (reduce-scatter, all-gather, all-reduce): the validated config.
+  std::optional<kernels::QuantConfig> quant;
 };
 
 /// One point-to-point operation (a group of them runs as one plan).

@@ -2,7 +2,8 @@
 // repeated call costs a lookup, not a selection and a build.
 //
 // Key: collective, count, element size, root (-1 where the collective has none), in place or
-// not, and for all-to-allv the per-peer counts and displacements (both directions). That is
+// not, the quantization config's shape (bits, group size, mode, rounding: what sizes the
+// blocks; the seed is bound per run), and for all-to-allv the per-peer counts and displacements (both directions). That is
 // everything selection and the builders read of a call — the type only through its size, the
 // operator not at all (a plan is "sum"; other operators are bound per run). Point-to-point
 // groups are keyed by their ops: peer, direction and bytes of each, in order.
@@ -29,6 +30,7 @@ struct PlanKey {
   uint32_t elemSize = 0;
   int32_t root = -1;
   uint64_t count = 0;
+  uint64_t quant = 0;  // quantized calls: the config's shape (kernels::quantWords), else 0
   std::vector<uint64_t> extra;  // all-to-allv counts/displacements; point-to-point ops
   bool operator==(const PlanKey&) const = default;
 };

@@ -213,7 +213,10 @@ Breakdown CostModel::explain(const Traffic& t, const CostInput& raw) const {
   }
   const double memBw =
       t.workingSet <= static_cast<double>(host_.cacheBytes) ? host_.cacheBwGBps : host_.memBwGBps;
-  b.memoryUs = share * usFor(2 * t.copyBytes + 3 * t.reduceBytes, memBw);
+  // Quantization kernels touch the element bytes and the packed bytes and run at about half a
+  // copy's rate (docs/performance.md, quantization kernels): priced as twice the bytes touched.
+  const double quantTouched = t.quantBytes * (1 + (in.packedRatio > 0 ? in.packedRatio : 1));
+  b.memoryUs = share * usFor(2 * t.copyBytes + 3 * t.reduceBytes + 2 * quantTouched, memBw);
   // One-sided reads go through the intra-host link; on several hosts the cross-host share of
   // them streams through the NIC like messages.
   if (t.getBytes > 0 || t.gets > 0) {

@@ -13,7 +13,8 @@
 //   messages  messages x stepOverheadUs (CPU per message, sender and receiver each)
 //   wire      max(intra bytes / intra bandwidth, NIC bytes / inter bandwidth), plus a chain's
 //             pipeline fill at the slowest link's bandwidth
-//   memory    (2 x copied + 3 x reduced bytes) / memory bandwidth (cache or DRAM by working set)
+//   memory    (2 x copied + 3 x reduced bytes + 2 x the bytes quantization kernels touch)
+//             / memory bandwidth (cache or DRAM by working set)
 //   one-sided read bytes / intra bandwidth + reads x getOverheadUs
 //   waits     waits x contextSwitchUs, only when the host's ranks outnumber its cores
 //
@@ -100,6 +101,8 @@ struct CostInput {
   uint64_t chunkBytes = 256 << 10;         ///< pipelining chunk (CHORUS_CHUNK_SIZE)
   /// The host window's streaming round (CollDesc::window.roundBytes), 0 without a window.
   uint64_t roundBytes = 0;
+  /// Quantized calls: packed bytes per byte of the call's type (0: not quantized).
+  double packedRatio = 0;
 };
 
 /// The input with its counts made consistent: at least one rank and host, ranks per host within
@@ -121,6 +124,7 @@ struct Traffic {
   double reduceBytes = 0;   ///< bytes of each operand of local reductions
   double getBytes = 0;      ///< one-sided reads
   double gets = 0;          ///< one-sided read calls
+  double quantBytes = 0;    ///< bytes of the call's type quantized or dequantized
   double workingSet = 0;    ///< bytes touched, for the cache rule
   bool staged = false;      ///< runs through the host window only (no executor messages)
 };

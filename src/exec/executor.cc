@@ -18,7 +18,7 @@ namespace {
 using sched::StepKind;
 
 constexpr uint32_t kHeaderMagic = 0x53524843;  // "CHRS"
-constexpr uint16_t kHeaderVersion = 2;
+constexpr uint16_t kHeaderVersion = 3;
 // Posted operations per peer and direction. Enough to keep a link busy while bounding the
 // staging memory of recvReduce (kMaxInflight chunks per peer).
 constexpr int kMaxInflight = 8;
@@ -141,6 +141,7 @@ std::string describeCall(const OpIdentity& id, const char* algo) {
   s += "(count=" + std::to_string(id.count) + ", " + dataTypeName(id.dtype);
   if (id.userOp != -1) s += std::string(", ") + opName(id.userOp);
   if (id.root >= 0) s += ", root=" + std::to_string(id.root);
+  if (id.quant) s += ", " + kernels::quantConfigText(*id.quant);
   s += ") #" + std::to_string(id.seq);
   if (algo && *algo) s += std::string(" [") + algo + "]";
   return s;
@@ -451,6 +452,9 @@ Status Executor::runDataflow(const Plan& plan, const OpIdentity& id, DataType dt
       h.msgsToPeer = pp.msgsTo;
       h.msgsFromPeer = pp.msgsFrom;
       std::snprintf(h.algo, sizeof(h.algo), "%s", plan.schedule.algo.c_str());
+      const kernels::QuantWords qw = id.quant ? kernels::quantWords(*id.quant) : kernels::QuantWords{};
+      h.quantShape = qw.shape;
+      h.quantSeed = qw.seed;
       CHORUS_ASSIGN_OR_RETURN(p.headerRecvOp,
                               p.conn->postRecv(&p.theirs, sizeof(WireHeader), headerTag(id.seq)));
       CHORUS_ASSIGN_OR_RETURN(p.headerSendOp,
@@ -490,10 +494,16 @@ Status Executor::runDataflow(const Plan& plan, const OpIdentity& id, DataType dt
     other.dtype = static_cast<DataType>(b.dtype);
     other.userOp = b.op == 0xff ? -1 : b.op;
     other.root = b.root;
+    kernels::QuantConfig otherQuant;
+    if (b.quantShape != 0) {
+      otherQuant = kernels::quantFromWords({b.quantShape, b.quantSeed});
+      other.quant = &otherQuant;
+    }
     char algoB[sizeof(b.algo) + 1] = {};
     std::memcpy(algoB, b.algo, sizeof(b.algo));
     const bool same = a.coll == b.coll && a.seq == b.seq && a.count == b.count &&
                       a.dtype == b.dtype && a.op == b.op && a.root == b.root &&
+                      a.quantShape == b.quantShape && a.quantSeed == b.quantSeed &&
                       std::strncmp(a.algo, b.algo, sizeof(a.algo)) == 0;
     if (!same)
       return invalidUsage("rank " + std::to_string(env.rank) + " called " + call() + " but rank " +

@@ -77,7 +77,9 @@ struct WireHeader {
   uint32_t msgsToPeer = 0;
   uint32_t msgsFromPeer = 0;
   char algo[32] = {};
-  uint64_t reserved[3] = {};
+  uint64_t quantShape = 0;  // quantized calls: kernels::quantWords(config), else 0
+  uint64_t quantSeed = 0;
+  uint64_t reserved = 0;
 };
 static_assert(sizeof(WireHeader) == 112);
 

@@ -6,6 +6,7 @@
 #include <limits>
 #include <sstream>
 
+#include "algorithms/kernels/quantize_ops.h"
 #include "src/base/strings.h"
 #include "src/topology/layout.h"
 
@@ -36,6 +37,12 @@ cost::CostInput inputFor(const sched::CollDesc& d, const algo::Platform& p) {
   in.nranks = p.nranks;
   in.roundBytes = p.window.roundBytes;
   in.chunkBytes = std::max<uint64_t>(1, d.chunkBytes);
+  if (d.quant) {
+    // Packed bytes per element byte, at the call's count (one group when there is none).
+    const uint64_t count = std::max<uint64_t>(d.count, d.quant->groupSize);
+    in.packedRatio = static_cast<double>(kernels::quant::packedBytes(*d.quant, count)) /
+                     static_cast<double>(count * std::max<size_t>(1, d.elemSize));
+  }
   return cost::normalized(in);
 }
 
@@ -60,7 +67,7 @@ StatusOr<AlgoMask> AlgoMask::parse(std::string_view spec) {
                            : item.substr(0, colon) == sched::collName(a->coll) &&
                                  item.substr(colon + 1) == a->name;
       if (!hit) continue;
-      auto& list = m.allowed_[a->coll];
+      auto& list = m.allowed_[{a->coll, a->quantized}];
       if (std::find(list.begin(), list.end(), a) == list.end()) list.push_back(a);
       matched = true;
     }
@@ -76,14 +83,14 @@ StatusOr<AlgoMask> AlgoMask::parse(std::string_view spec) {
 }
 
 bool AlgoMask::allows(const AlgoInfo& a) const {
-  auto it = allowed_.find(a.coll);
+  auto it = allowed_.find({a.coll, a.quantized});
   if (it == allowed_.end()) return true;
   return std::find(it->second.begin(), it->second.end(), &a) != it->second.end();
 }
 
-std::string AlgoMask::describe(Coll coll) const {
+std::string AlgoMask::describe(Coll coll, bool quantized) const {
   std::string s;
-  auto it = allowed_.find(coll);
+  auto it = allowed_.find({coll, quantized});
   if (it == allowed_.end()) return s;
   for (const AlgoInfo* a : it->second) appendItem(s, qualified(*a), ",");
   return s;
@@ -161,18 +168,20 @@ Choice choose(const cost::CostModel& model, const sched::CollDesc& d, const algo
   };
   std::vector<Candidate> eligible;
   std::string skipped, refusedByNeeds;
+  const bool quantized = d.quant.has_value();
+  const bool masked = mask.masks(d.coll, quantized);
+  const std::string maskText = mask.describe(d.coll, quantized);
   for (const AlgoInfo* a : algo::allAlgorithms()) {
-    if (a->coll != d.coll) continue;
+    if (a->coll != d.coll || a->quantized != quantized) continue;
     const char* why = nullptr;
     if (!algo::needsMet(*a, p, &why)) {
       appendItem(skipped, std::string(a->name) + ": " + why, "; ");
-      if (mask.masks(d.coll) && mask.allows(*a))
+      if (masked && mask.allows(*a))
         appendItem(refusedByNeeds, qualified(*a) + " " + why, "; ");
       continue;
     }
     if (!mask.allows(*a)) continue;
-    const bool named = mask.masks(d.coll);
-    if (a->applies && p.nranks > 1 && !named) {
+    if (a->applies && p.nranks > 1 && !masked) {
       if (const char* reason = a->applies(d, p)) {
         appendItem(skipped, std::string(a->name) + ": " + reason, "; ");
         continue;
@@ -181,10 +190,10 @@ Choice choose(const cost::CostModel& model, const sched::CollDesc& d, const algo
     eligible.push_back({a, predictUs(model, *a, bytes, in)});
   }
   if (eligible.empty()) {
-    out.why = mask.masks(d.coll)
-                  ? "CHORUS_ALGO allows " + mask.describe(d.coll) + " for " +
-                        sched::collName(d.coll) + ", which cannot run here: " + refusedByNeeds
-                  : std::string("no algorithm for ") + sched::collName(d.coll);
+    const std::string what = std::string(quantized ? "quantized " : "") + sched::collName(d.coll);
+    out.why = masked ? "CHORUS_ALGO allows " + maskText + " for " + what +
+                           ", which cannot run here: " + refusedByNeeds
+                     : "no algorithm for " + what;
     return out;
   }
   // Stable: on equal predictions the registry's order decides.
@@ -193,7 +202,7 @@ Choice choose(const cost::CostModel& model, const sched::CollDesc& d, const algo
   out.algo = eligible.front().algo;
   out.predictedUs = eligible.front().us;
   std::ostringstream why;
-  why << (mask.masks(d.coll) ? "CHORUS_ALGO " + mask.describe(d.coll) + ", " : std::string())
+  why << (masked ? "CHORUS_ALGO " + maskText + ", " : std::string())
       << "cost model, " << cost::sizeText(bytes) << " on " << in.nranks << " ranks / "
       << in.hosts << (in.hosts == 1 ? " host" : " hosts") << ": ";
   for (size_t i = 0; i < eligible.size(); ++i)
@@ -292,7 +301,8 @@ std::string decisionTable(const cost::CostModel& model, const algo::Platform& p,
       const cost::CostInput ci = inputFor(d, p);
       for (const AlgoInfo* a : algo::allAlgorithms()) {
         const char* why = nullptr;
-        if (a->coll != coll || a == c.algo || !algo::needsMet(*a, p, &why) || !mask.allows(*a))
+        if (a->coll != coll || a->quantized || a == c.algo || !algo::needsMet(*a, p, &why) ||
+            !mask.allows(*a))
           continue;
         if (a->applies && p.nranks > 1 && !mask.masks(coll) && a->applies(d, p)) continue;
         const double us = predictUs(model, *a, bytes, ci);

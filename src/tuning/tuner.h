@@ -38,15 +38,19 @@ class AlgoMask {
   static StatusOr<AlgoMask> parse(std::string_view spec);
 
   bool empty() const { return allowed_.empty(); }
-  /// True when the mask names algorithms for `coll`.
-  bool masks(sched::Coll coll) const { return allowed_.count(coll) > 0; }
+  /// True when the mask names algorithms for `coll` (its quantized algorithms and the others are
+  /// masked apart: "allreduce:ring" leaves quantized all-reduces free, "quant_direct" leaves
+  /// the unquantized ones).
+  bool masks(sched::Coll coll, bool quantized = false) const {
+    return allowed_.count({coll, quantized}) > 0;
+  }
   /// True when `a` may run: its collective is not masked, or the mask names it.
   bool allows(const algo::AlgoInfo& a) const;
   /// "allreduce:tree,allreduce:ring" — what the mask keeps for `coll`.
-  std::string describe(sched::Coll coll) const;
+  std::string describe(sched::Coll coll, bool quantized = false) const;
 
  private:
-  std::map<sched::Coll, std::vector<const algo::AlgoInfo*>> allowed_;
+  std::map<std::pair<sched::Coll, bool>, std::vector<const algo::AlgoInfo*>> allowed_;
 };
 
 /// What every rank agreed at communicator creation; the rest of the Platform follows from the

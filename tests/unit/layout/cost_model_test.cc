@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/kernels/quantize_ops.h"
 #include "algorithms/registry.h"
 #include "src/cost/cost_model.h"
 #include "src/topology/layout.h"
@@ -186,11 +187,15 @@ TEST(CostModel, TrafficMatchesSchedules) {
     for (int n : {2, 3, 4, 5, 8})
       for (uint64_t unit : {uint64_t{1000}, uint64_t{3} * 64 * kKiB, uint64_t{5} * 256 * kKiB}) {
         // Elements of one byte, so chunk sizes are exact in bytes; the vector collectives get
-        // n blocks of `unit`.
+        // n blocks of `unit`. Quantized algorithms: float32 (the smallest type they take) in
+        // groups of 8, so every slice is whole groups and the packed ratio is exact.
         const algo::AlgoInfo& a = *ap;
         const bool perBlock = a.coll != Coll::kAllReduce && a.coll != Coll::kBroadcast &&
                               a.coll != Coll::kReduce;
-        sched::CollDesc d = desc(a.coll, perBlock ? unit : unit * static_cast<uint64_t>(n), 1);
+        const size_t es = a.quantized ? 4 : 1;
+        sched::CollDesc d =
+            desc(a.coll, (perBlock ? unit : unit * static_cast<uint64_t>(n)) * es, es);
+        if (a.quantized) d.quant = kernels::QuantConfig{.bits = 4, .groupSize = 8};
         d.window = {32 * kKiB, 256 * kKiB};
         if (a.coll == Coll::kBarrier) d.count = 0;
         if (a.coll == Coll::kAllToAllv) {
@@ -214,6 +219,9 @@ TEST(CostModel, TrafficMatchesSchedules) {
         CostInput in = oneHost(n, LinkClass::kShm);
         in.chunkBytes = d.chunkBytes;
         in.roundBytes = d.window.roundBytes;
+        if (a.quantized)
+          in.packedRatio = static_cast<double>(kernels::quant::packedBytes(*d.quant, d.count)) /
+                           static_cast<double>(d.count * d.elemSize);
         // The terms of what was built: a builder that does not apply builds its fallback.
         const Traffic t = trafficOf(info(a.coll, built), d.count * d.elemSize, in);
         const std::string what = std::string(sched::collName(a.coll)) + ":" + built + " n=" +
