@@ -143,6 +143,48 @@ typedef struct {
 #define CHORUS_QUANT_CONFIG_INIT \
   { sizeof(chorusQuantConfig_t), 8, chorusQuantSymmetric, chorusRoundNearest, 0, 256, 0 }
 
+/* ---- Quantized collectives (ZeRO++ qgZ / qwZ) --------------------------------------------- */
+/* Reduce-scatter, all-gather and all-reduce whose messages carry group-quantized data in the
+ * format of chorusQuantize (bits, group size, symmetric or asymmetric, nearest or stochastic
+ * rounding from `config`). Buffers, counts and in-place rules are those of the unquantized call.
+ * Types float32, bfloat16, float16; ops chorusSum and chorusAvg (avg = sum / nranks exactly);
+ * sums are taken in float32. Every rank must pass the same config (a rank that differs fails the
+ * call on every rank exchanging with it, both configs named); the group size must not exceed the
+ * count. Results are a deterministic function of the inputs and the config (seed included);
+ * every value passes through quantization, one rank included. Across hosts of equal size the
+ * reduce-scatter is ZeRO++'s two-hop qgZ (each value quantized twice whatever the rank count),
+ * elsewhere one hop; chorusCommGetStats names the algorithm that ran. The all-gather's result
+ * is bit-identical on every rank, the owner's own block included (it is decoded too). */
+
+/// sendbuff holds nranks*recvcount elements; rank r receives the (quantized) sum of block r.
+chorusResult_t chorusReduceScatterQuantized(const void* sendbuff, void* recvbuff,
+                                            size_t recvcount, chorusDataType_t datatype,
+                                            chorusRedOp_t op, const chorusQuantConfig_t* config,
+                                            chorusComm_t comm, chorusStream_t stream);
+/// recvbuff holds nranks*sendcount elements, rank r's block (quantized, decoded) at r*sendcount.
+chorusResult_t chorusAllGatherQuantized(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                        chorusDataType_t datatype,
+                                        const chorusQuantConfig_t* config, chorusComm_t comm,
+                                        chorusStream_t stream);
+/// A quantized reduce-scatter of group-aligned slices, then a quantized all-gather of the sums.
+chorusResult_t chorusAllReduceQuantized(const void* sendbuff, void* recvbuff, size_t count,
+                                        chorusDataType_t datatype, chorusRedOp_t op,
+                                        const chorusQuantConfig_t* config, chorusComm_t comm,
+                                        chorusStream_t stream);
+chorusResult_t chorusIReduceScatterQuantized(const void* sendbuff, void* recvbuff,
+                                             size_t recvcount, chorusDataType_t datatype,
+                                             chorusRedOp_t op, const chorusQuantConfig_t* config,
+                                             chorusComm_t comm, chorusStream_t stream,
+                                             chorusRequest_t* request);
+chorusResult_t chorusIAllGatherQuantized(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                         chorusDataType_t datatype,
+                                         const chorusQuantConfig_t* config, chorusComm_t comm,
+                                         chorusStream_t stream, chorusRequest_t* request);
+chorusResult_t chorusIAllReduceQuantized(const void* sendbuff, void* recvbuff, size_t count,
+                                         chorusDataType_t datatype, chorusRedOp_t op,
+                                         const chorusQuantConfig_t* config, chorusComm_t comm,
+                                         chorusStream_t stream, chorusRequest_t* request);
+
 /* ---- Version, errors, environment ------------------------------------------------------- */
 
 /// Writes CHORUS_VERSION_CODE of the loaded library.

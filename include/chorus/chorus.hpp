@@ -193,6 +193,65 @@ class Comm {
     detail::check(chorusReduceScatter(in.data(), out.data(), out.size(), dataTypeOf<T>(),
                                       static_cast<chorusRedOp_t>(op), c_, nullptr), c_);
   }
+  /// Quantized collectives (chorus.h: chorusReduceScatterQuantized and the others); `config`
+  /// is usually a chorus::QuantConfig. in holds size() * out.size() elements.
+  template <typename T>
+  void reduceScatterQuantized(std::span<const T> in, std::span<T> out,
+                              const chorusQuantConfig_t& config, Op op = Op::kSum) {
+    requireSize(in.size() == out.size() * static_cast<size_t>(size()),
+                "reduceScatterQuantized: in.size() != size() * out.size()");
+    detail::check(chorusReduceScatterQuantized(in.data(), out.data(), out.size(), dataTypeOf<T>(),
+                                               static_cast<chorusRedOp_t>(op), &config, c_,
+                                               nullptr), c_);
+  }
+  template <typename T>
+  Request iReduceScatterQuantized(std::span<const T> in, std::span<T> out,
+                                  const chorusQuantConfig_t& config, Op op = Op::kSum) {
+    requireSize(in.size() == out.size() * static_cast<size_t>(size()),
+                "iReduceScatterQuantized: in.size() != size() * out.size()");
+    chorusRequest_t r = nullptr;
+    detail::check(chorusIReduceScatterQuantized(in.data(), out.data(), out.size(),
+                                                dataTypeOf<T>(), static_cast<chorusRedOp_t>(op),
+                                                &config, c_, nullptr, &r), c_);
+    return Request(r);
+  }
+  /// out holds size() * in.size() elements.
+  template <typename T>
+  void allGatherQuantized(std::span<const T> in, std::span<T> out,
+                          const chorusQuantConfig_t& config) {
+    requireSize(out.size() == in.size() * static_cast<size_t>(size()),
+                "allGatherQuantized: out.size() != size() * in.size()");
+    detail::check(chorusAllGatherQuantized(in.data(), out.data(), in.size(), dataTypeOf<T>(),
+                                           &config, c_, nullptr), c_);
+  }
+  template <typename T>
+  Request iAllGatherQuantized(std::span<const T> in, std::span<T> out,
+                              const chorusQuantConfig_t& config) {
+    requireSize(out.size() == in.size() * static_cast<size_t>(size()),
+                "iAllGatherQuantized: out.size() != size() * in.size()");
+    chorusRequest_t r = nullptr;
+    detail::check(chorusIAllGatherQuantized(in.data(), out.data(), in.size(), dataTypeOf<T>(),
+                                            &config, c_, nullptr, &r), c_);
+    return Request(r);
+  }
+  template <typename T>
+  void allReduceQuantized(std::span<const T> in, std::span<T> out,
+                          const chorusQuantConfig_t& config, Op op = Op::kSum) {
+    requireSize(out.size() == in.size(), "allReduceQuantized: out.size() != in.size()");
+    detail::check(chorusAllReduceQuantized(in.data(), out.data(), in.size(), dataTypeOf<T>(),
+                                           static_cast<chorusRedOp_t>(op), &config, c_, nullptr),
+                  c_);
+  }
+  template <typename T>
+  Request iAllReduceQuantized(std::span<const T> in, std::span<T> out,
+                              const chorusQuantConfig_t& config, Op op = Op::kSum) {
+    requireSize(out.size() == in.size(), "iAllReduceQuantized: out.size() != in.size()");
+    chorusRequest_t r = nullptr;
+    detail::check(chorusIAllReduceQuantized(in.data(), out.data(), in.size(), dataTypeOf<T>(),
+                                            static_cast<chorusRedOp_t>(op), &config, c_, nullptr,
+                                            &r), c_);
+    return Request(r);
+  }
   /// in and out hold size() blocks of equal length.
   template <typename T>
   void allToAll(std::span<const T> in, std::span<T> out) {

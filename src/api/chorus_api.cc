@@ -361,6 +361,51 @@ chorusResult_t reduceScatterImpl(const void* s, void* r, size_t count, chorusDat
   return doCollective(comm, std::move(a), req);
 }
 
+// The quantized reduce-scatter, all-gather and all-reduce: the checks every collective makes,
+// then those of quantization — a float type, sum or avg, a usable config whose groups fit the
+// count — so a config that cannot apply is refused, never run unquantized. `countName` is the
+// count's name in the call ("recvcount"); `blocks` how many counts a buffer holds.
+chorusResult_t quantizedImpl(sched::Coll coll, const void* s, void* r, size_t count,
+                             chorusDataType_t t, chorusRedOp_t op, const chorusQuantConfig_t* config,
+                             chorusComm_t comm, chorusRequest_t* req) {
+  CHORUS_CHECK(nullptr, checkComm(comm));
+  CHORUS_CHECK(comm, checkType(t));
+  const DataType dt = static_cast<DataType>(t);
+  if (!chorus::kernels::isQuantizableType(dt))
+    CHORUS_CHECK(comm, chorus::invalidArgument(
+                           "datatype " + std::string(chorus::dataTypeName(dt)) +
+                           " cannot be quantized: quantized collectives take float32, bfloat16 "
+                           "or float16"));
+  const bool reduces = coll != sched::Coll::kAllGather;
+  if (reduces && op != chorusSum && op != chorusAvg)
+    CHORUS_CHECK(comm, chorus::invalidArgument(
+                           "op " + std::to_string(static_cast<int>(op)) +
+                           ": quantized collectives reduce with chorusSum or chorusAvg only"));
+  auto c = quantConfigFrom(config);
+  CHORUS_CHECK(comm, c.status());
+  const char* countName = coll == sched::Coll::kReduceScatter ? "recvcount"
+                          : coll == sched::Coll::kAllGather   ? "sendcount"
+                                                              : "count";
+  if (count > 0 && c->groupSize > count)
+    CHORUS_CHECK(comm, chorus::invalidArgument(
+                           "config->groupSize is " + std::to_string(c->groupSize) +
+                           ", larger than " + countName + " " + std::to_string(count) +
+                           ": a group must fit in the data each rank owns"));
+  CHORUS_CHECK(comm, checkBuf(s, count, "sendbuff"));
+  CHORUS_CHECK(comm, checkBuf(r, count, "recvbuff"));
+  const uint64_t n = static_cast<uint64_t>(comm->impl->size());
+  CHORUS_CHECK(comm, checkSize(count, t, coll == sched::Coll::kAllReduce ? 1 : n));
+  if (count > kMaxQuantCount / (coll == sched::Coll::kAllReduce ? 1 : n))
+    CHORUS_CHECK(comm, chorus::invalidArgument(std::string(countName) + " " +
+                                               std::to_string(count) + " is too large"));
+  CollArgs a;
+  a.coll = coll;
+  a.send = s, a.recv = r, a.count = count, a.dtype = dt;
+  a.userOp = reduces ? static_cast<int>(op) : -1;
+  a.quant = c.value();
+  return doCollective(comm, std::move(a), req);
+}
+
 chorusResult_t allToAllImpl(const void* s, void* r, size_t count, chorusDataType_t t,
                             chorusComm_t comm, chorusRequest_t* req) {
   CHORUS_CHECK(nullptr, checkComm(comm));
@@ -930,6 +975,42 @@ chorusResult_t chorusTest(chorusRequest_t* request, int* done) {
   delete *request;
   *request = nullptr;
   return report(comm, s);
+}
+
+chorusResult_t chorusReduceScatterQuantized(const void* s, void* r, size_t count,
+                                            chorusDataType_t t, chorusRedOp_t op,
+                                            const chorusQuantConfig_t* config, chorusComm_t comm,
+                                            chorusStream_t) {
+  return quantizedImpl(sched::Coll::kReduceScatter, s, r, count, t, op, config, comm, nullptr);
+}
+chorusResult_t chorusAllGatherQuantized(const void* s, void* r, size_t count, chorusDataType_t t,
+                                        const chorusQuantConfig_t* config, chorusComm_t comm,
+                                        chorusStream_t) {
+  return quantizedImpl(sched::Coll::kAllGather, s, r, count, t, chorusSum, config, comm, nullptr);
+}
+chorusResult_t chorusAllReduceQuantized(const void* s, void* r, size_t count, chorusDataType_t t,
+                                        chorusRedOp_t op, const chorusQuantConfig_t* config,
+                                        chorusComm_t comm, chorusStream_t) {
+  return quantizedImpl(sched::Coll::kAllReduce, s, r, count, t, op, config, comm, nullptr);
+}
+chorusResult_t chorusIReduceScatterQuantized(const void* s, void* r, size_t count,
+                                             chorusDataType_t t, chorusRedOp_t op,
+                                             const chorusQuantConfig_t* config, chorusComm_t comm,
+                                             chorusStream_t, chorusRequest_t* req) {
+  if (!req) return report(comm, chorus::invalidArgument("request is NULL"));
+  return quantizedImpl(sched::Coll::kReduceScatter, s, r, count, t, op, config, comm, req);
+}
+chorusResult_t chorusIAllGatherQuantized(const void* s, void* r, size_t count, chorusDataType_t t,
+                                         const chorusQuantConfig_t* config, chorusComm_t comm,
+                                         chorusStream_t, chorusRequest_t* req) {
+  if (!req) return report(comm, chorus::invalidArgument("request is NULL"));
+  return quantizedImpl(sched::Coll::kAllGather, s, r, count, t, chorusSum, config, comm, req);
+}
+chorusResult_t chorusIAllReduceQuantized(const void* s, void* r, size_t count, chorusDataType_t t,
+                                         chorusRedOp_t op, const chorusQuantConfig_t* config,
+                                         chorusComm_t comm, chorusStream_t, chorusRequest_t* req) {
+  if (!req) return report(comm, chorus::invalidArgument("request is NULL"));
+  return quantizedImpl(sched::Coll::kAllReduce, s, r, count, t, op, config, comm, req);
 }
 
 chorusResult_t chorusQuantizedSize(size_t count, const chorusQuantConfig_t* config,
