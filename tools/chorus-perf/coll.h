@@ -24,6 +24,7 @@ struct CollArgs {
   int rank = 0;
   int nranks = 1;
   chorusComm_t comm = nullptr;
+  const chorusQuantConfig_t* quant = nullptr;  // --quant: the quantized form
 };
 
 // Where output element i of a rank must come from.

@@ -5,9 +5,15 @@ namespace chorus::perf {
 namespace {
 
 chorusResult_t start(const CollArgs& a, std::vector<chorusRequest_t>* reqs) {
-  if (reqs == nullptr) return chorusAllGather(a.send, a.recv, a.count, a.type, a.comm, nullptr);
+  if (reqs == nullptr)
+    return a.quant ? chorusAllGatherQuantized(a.send, a.recv, a.count, a.type, a.quant, a.comm,
+                                              nullptr)
+                   : chorusAllGather(a.send, a.recv, a.count, a.type, a.comm, nullptr);
   chorusRequest_t req = nullptr;
-  chorusResult_t r = chorusIAllGather(a.send, a.recv, a.count, a.type, a.comm, nullptr, &req);
+  chorusResult_t r =
+      a.quant ? chorusIAllGatherQuantized(a.send, a.recv, a.count, a.type, a.quant, a.comm,
+                                          nullptr, &req)
+              : chorusIAllGather(a.send, a.recv, a.count, a.type, a.comm, nullptr, &req);
   if (r == chorusSuccess) reqs->push_back(req);
   return r;
 }

@@ -5,9 +5,15 @@ namespace chorus::perf {
 namespace {
 
 chorusResult_t start(const CollArgs& a, std::vector<chorusRequest_t>* reqs) {
-  if (reqs == nullptr) return chorusAllReduce(a.send, a.recv, a.count, a.type, a.op, a.comm, nullptr);
+  if (reqs == nullptr)
+    return a.quant ? chorusAllReduceQuantized(a.send, a.recv, a.count, a.type, a.op, a.quant,
+                                              a.comm, nullptr)
+                   : chorusAllReduce(a.send, a.recv, a.count, a.type, a.op, a.comm, nullptr);
   chorusRequest_t req = nullptr;
-  chorusResult_t r = chorusIAllReduce(a.send, a.recv, a.count, a.type, a.op, a.comm, nullptr, &req);
+  chorusResult_t r =
+      a.quant ? chorusIAllReduceQuantized(a.send, a.recv, a.count, a.type, a.op, a.quant, a.comm,
+                                          nullptr, &req)
+              : chorusIAllReduce(a.send, a.recv, a.count, a.type, a.op, a.comm, nullptr, &req);
   if (r == chorusSuccess) reqs->push_back(req);
   return r;
 }

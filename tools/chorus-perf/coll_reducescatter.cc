@@ -6,10 +6,15 @@ namespace {
 
 chorusResult_t start(const CollArgs& a, std::vector<chorusRequest_t>* reqs) {
   if (reqs == nullptr) {
-    return chorusReduceScatter(a.send, a.recv, a.count, a.type, a.op, a.comm, nullptr);
+    return a.quant ? chorusReduceScatterQuantized(a.send, a.recv, a.count, a.type, a.op, a.quant,
+                                                  a.comm, nullptr)
+                   : chorusReduceScatter(a.send, a.recv, a.count, a.type, a.op, a.comm, nullptr);
   }
   chorusRequest_t req = nullptr;
-  chorusResult_t r = chorusIReduceScatter(a.send, a.recv, a.count, a.type, a.op, a.comm, nullptr, &req);
+  chorusResult_t r =
+      a.quant ? chorusIReduceScatterQuantized(a.send, a.recv, a.count, a.type, a.op, a.quant,
+                                              a.comm, nullptr, &req)
+              : chorusIReduceScatter(a.send, a.recv, a.count, a.type, a.op, a.comm, nullptr, &req);
   if (r == chorusSuccess) reqs->push_back(req);
   return r;
 }

@@ -64,6 +64,10 @@ FlagsResult parseFlags(int argc, const char* const* argv) {
   app.add_option("-r,--root", opts.root, "root of broadcast/reduce")->capture_default_str();
   app.add_option("-z,--blocking", blocking, "1: blocking calls; 0: nonblocking calls + chorusWait")
       ->check(CLI::Range(0, 1))->capture_default_str();
+  std::string quant;
+  app.add_option("--quant", quant,
+                 "quantized reducescatter/allgather/allreduce: int4|int8[:GROUP][:asym]"
+                 "[:stochastic=SEED]; #wrong becomes the relative L2 error (%)");
   app.add_option("--csv", opts.csvPath, "write one CSV row per size and placement");
   app.add_option("--json", opts.jsonPath, "write the results as JSON");
   // Accepted so nccl-tests command lines run unchanged; chorus-perf is one rank per process.
@@ -103,6 +107,21 @@ FlagsResult parseFlags(int argc, const char* const* argv) {
   }
   opts.ops = *ops;
   opts.types = *types;
+  if (!quant.empty()) {
+    std::string why;
+    opts.quant = parseQuant(quant, &why);
+    if (!opts.quant) return usageError(why);
+    opts.quantText = quant;
+    if (!collQuantizes(opts.coll))
+      return usageError("--quant applies to reducescatter, allgather and allreduce, not " + coll);
+    for (chorusDataType_t t : opts.types)
+      if (t != chorusFloat32 && t != chorusBfloat16 && t != chorusFloat16)
+        return usageError("--quant takes float, bfloat16 or half, not " +
+                          std::string(typeName(t)));
+    for (Op o : opts.ops)
+      if (o != Op::kSum && o != Op::kAvg)
+        return usageError("--quant reduces with sum or avg, not " + std::string(opName(o)));
+  }
   opts.check = check != 0;
   opts.blocking = blocking != 0;
   for (int i = 0; i < argc; ++i) opts.commandLine += (i ? " " : "") + std::string(argv[i]);

@@ -27,6 +27,10 @@ struct PerfOptions {
   std::vector<Op> ops = {Op::kSum};
   std::vector<chorusDataType_t> types = {chorusFloat32};
   int root = 0;
+  /// --quant: the quantized form of the collective with this config (flags.cc checks it
+  /// applies); the #wrong column then holds the relative L2 error against the exact sum.
+  std::optional<chorusQuantConfig_t> quant;
+  std::string quantText;
   std::string csvPath;
   std::string jsonPath;
   std::string commandLine;  // echoed in the header

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -82,6 +83,7 @@ class Harness {
   void startAndComplete(const CollArgs& a, int times);
   double timeCalls(const CollArgs& a);
   std::optional<int64_t> checkedRun(const CollArgs& a, const CollGeometry& g, Op op, bool inPlace);
+  std::optional<double> quantError(const CollArgs& a, const CollGeometry& g, Op op);
 
   const PerfOptions& opts_;
   const CollImpl& impl_;
@@ -161,6 +163,9 @@ void Harness::printHeader() {
     h += line;
   }
   h += "#\n";
+  if (opts_.quant)
+    h += "# quantized " + opts_.quantText +
+         ": inputs are Gaussian; #wrong is the relative L2 error against the exact result\n";
   h += tableHeader();
   print(h);
 }
@@ -176,6 +181,7 @@ CollArgs Harness::layout(const CollGeometry& g, chorusDataType_t type, chorusRed
   a.rank = rank_;
   a.nranks = nranks_;
   a.comm = comm_;
+  a.quant = opts_.quant ? &*opts_.quant : nullptr;
   std::byte* r = recv_.get();
   size_t rk = static_cast<size_t>(rank_);
   a.send = inPlace ? r + rk * g.sendInPlaceOffset * es : send_.get();
@@ -236,6 +242,54 @@ std::optional<int64_t> Harness::checkedRun(const CollArgs& a, const CollGeometry
   return wrong;
 }
 
+// Input element j of rank r in a --quant check: standard normal (Box-Muller on two hashed
+// uniforms), so every rank computes any rank's element without generating the others.
+double gaussianInput(uint64_t seed, int r, size_t j) {
+  const uint64_t h1 = mixSeed(seed ^ (static_cast<uint64_t>(r) << 40) ^ (j << 1));
+  const uint64_t h2 = mixSeed(h1 ^ 0x5851f42d4c957f2dULL);
+  const double u1 = (static_cast<double>(h1 >> 11) + 1.0) * 0x1.0p-53;  // (0, 1]
+  const double u2 = static_cast<double>(h2 >> 11) * 0x1.0p-53;
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+}
+
+// The relative L2 error of one quantized run on Gaussian inputs against the exact result
+// (computed in double from every rank's inputs), over all ranks' outputs.
+std::optional<double> Harness::quantError(const CollArgs& a, const CollGeometry& g, Op op) {
+  if (!opts_.check) return std::nullopt;
+  const size_t es = typeSize(a.type);
+  const uint64_t seed = mixSeed(++checkRuns_);
+  auto* send = static_cast<std::byte*>(const_cast<void*>(a.send));
+  for (size_t j = 0; j < g.sendCount; ++j)
+    encodeElement(a.type, gaussianInput(seed, rank_, j), send + j * es);
+  startAndComplete(a, 1);
+  // What the inputs are in the call's type (bfloat16 and half round them).
+  auto input = [&](int r, size_t j) {
+    alignas(8) std::byte b[8];
+    encodeElement(a.type, gaussianInput(seed, r, j), b);
+    return decodeElement(a.type, b);
+  };
+  double sums[2] = {0, 0};  // squared error, squared exact value
+  const auto* recv = static_cast<const std::byte*>(a.recv);
+  for (size_t i = 0; i < g.recvCount; ++i) {
+    const Expect e = impl_.expect(a, i);
+    double exact = 0;
+    if (e.kind == Expect::Kind::kReduction) {
+      for (int r = 0; r < nranks_; ++r) exact += input(r, e.index);
+      if (op == Op::kAvg) exact /= nranks_;
+    } else if (e.kind == Expect::Kind::kCopy) {
+      exact = input(e.rank, e.index);
+    } else {
+      continue;
+    }
+    const double d = decodeElement(a.type, recv + i * es) - exact;
+    sums[0] += d * d;
+    sums[1] += exact * exact;
+  }
+  ok(chorusAllReduce(sums, sums, 2, chorusFloat64, chorusSum, comm_, nullptr),
+     "chorusAllReduce (error)");
+  return sums[1] > 0 ? std::sqrt(sums[0] / sums[1]) : 0.0;
+}
+
 void Harness::runTable(chorusDataType_t type, Op op) {
   size_t es = typeSize(type);
   chorusRedOp_t redop = chorusSum;
@@ -261,6 +315,11 @@ void Harness::runTable(chorusDataType_t type, Op op) {
   for (uint64_t size : sizeSeries(opts_.minBytes, opts_.maxBytes, opts_.stepFactor, opts_.stepBytes)) {
     CollGeometry g = collGeometry(opts_.coll, size, es, nranks_);
     size_t bytes = g.bytes(es);
+    if (opts_.quant && g.count > 0 && g.count < opts_.quant->groupSize) {
+      print("# " + std::to_string(bytes) + " B: count " + std::to_string(g.count) +
+            " is below the group size, skipped\n");
+      continue;
+    }
     std::string row = rowPreamble(bytes, g.count, typeName(type), opName(op), root);
     for (bool inPlace : {false, true}) {
       CollArgs a = layout(g, type, redop, inPlace);
@@ -271,10 +330,17 @@ void Harness::runTable(chorusDataType_t type, Op op) {
       // One-way time for pingpong (a call is a round trip), the call's time otherwise.
       double sec = timeCalls(a) / legsPerCall(opts_.coll);
       Bandwidth bw = bandwidth(opts_.coll, bytes, sec, nranks_);
-      std::optional<int64_t> wrong = checkedRun(a, g, op, inPlace);
-      row += rowHalf(sec * 1e6, bw.algBw, bw.busBw, wrong);
+      std::optional<int64_t> wrong;
+      std::optional<double> error;
+      if (opts_.quant) {
+        error = quantError(a, g, op);
+        row += rowHalfQuant(sec * 1e6, bw.algBw, bw.busBw, error);
+      } else {
+        wrong = checkedRun(a, g, op, inPlace);
+        row += rowHalf(sec * 1e6, bw.algBw, bw.busBw, wrong);
+      }
       records_.push_back({collName(opts_.coll), nranks_, bytes, g.count, typeName(type), opName(op),
-                          root, inPlace, sec * 1e6, bw.algBw, bw.busBw, wrong});
+                          root, inPlace, sec * 1e6, bw.algBw, bw.busBw, wrong, error});
     }
     print(row + "\n");
   }
@@ -311,6 +377,7 @@ int Harness::run() {
   double busSum = 0;
   for (const Record& rec : records_) {
     failed += rec.wrong && *rec.wrong != 0 ? 1 : 0;
+    failed += rec.relError && !std::isfinite(*rec.relError) ? 1 : 0;
     busSum += rec.busBw;
   }
   double avgBusBw = records_.empty() ? 0 : busSum / static_cast<double>(records_.size());

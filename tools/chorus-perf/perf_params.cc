@@ -1,5 +1,6 @@
 #include "tools/chorus-perf/perf_params.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -94,6 +95,54 @@ const char* opName(Op op) {
     if (e.op == op) return e.name;
   }
   return "?";
+}
+
+namespace {
+
+bool parseUnsigned(std::string_view s, uint64_t* out) {
+  if (s.empty()) return false;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return ec == std::errc() && end == s.data() + s.size();
+}
+
+}  // namespace
+
+std::optional<chorusQuantConfig_t> parseQuant(std::string_view spec, std::string* err) {
+  chorusQuantConfig_t c = CHORUS_QUANT_CONFIG_INIT;
+  std::vector<std::string_view> parts;
+  for (size_t pos = 0;;) {
+    const size_t colon = spec.find(':', pos);
+    parts.push_back(spec.substr(pos, colon == std::string_view::npos ? colon : colon - pos));
+    if (colon == std::string_view::npos) break;
+    pos = colon + 1;
+  }
+  if (parts[0] == "int4") {
+    c.bits = 4;
+  } else if (parts[0] != "int8") {
+    *err = "--quant '" + std::string(spec) + "': starts with int4 or int8";
+    return std::nullopt;
+  }
+  for (size_t k = 1; k < parts.size(); ++k) {
+    const std::string_view p = parts[k];
+    uint64_t v = 0;
+    if (p == "asym") {
+      c.mode = chorusQuantAsymmetric;
+    } else if (p.starts_with("stochastic=") && parseUnsigned(p.substr(11), &v)) {
+      c.rounding = chorusRoundStochastic;
+      c.seed = v;
+    } else if (k == 1 && parseUnsigned(p, &v) && v > 0) {
+      c.groupSize = v;
+    } else {
+      *err = "--quant '" + std::string(spec) + "': '" + std::string(p) +
+             "' is not a group size, asym or stochastic=SEED";
+      return std::nullopt;
+    }
+  }
+  return c;
+}
+
+bool collQuantizes(Coll c) {
+  return c == Coll::kReduceScatter || c == Coll::kAllGather || c == Coll::kAllReduce;
 }
 
 std::optional<std::vector<Op>> parseOps(std::string_view name) {

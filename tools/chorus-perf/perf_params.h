@@ -77,6 +77,13 @@ const char* typeName(chorusDataType_t t);
 std::optional<std::vector<chorusDataType_t>> parseTypes(std::string_view name);
 size_t typeSize(chorusDataType_t t);
 
+// --quant: "int4" or "int8", then optionally ":GROUP" (elements per scale, default 256),
+// ":asym" (scale and offset per group) and ":stochastic=SEED", e.g. "int4:256",
+// "int8:128:asym:stochastic=7". nullopt when malformed; *err says why.
+std::optional<chorusQuantConfig_t> parseQuant(std::string_view spec, std::string* err);
+// Whether --quant applies to the collective (reducescatter, allgather, allreduce).
+bool collQuantizes(Coll c);
+
 // "8", "128K", "1.5M", "2G" (binary multiples, as nccl-tests). nullopt when malformed, negative,
 // not a whole number of bytes, or too large.
 std::optional<uint64_t> parseSize(std::string_view text);

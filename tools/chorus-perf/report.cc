@@ -67,6 +67,12 @@ std::string rowHalf(double timeUs, double algBw, double busBw, std::optional<int
   return s + "    N/A";
 }
 
+std::string rowHalfQuant(double timeUs, double algBw, double busBw, std::optional<double> error) {
+  std::string s = "  " + fitFloat(timeUs, 7) + "  " + fitFloat(algBw, 6) + "  " + fitFloat(busBw, 6);
+  if (!error) return s + "    N/A";
+  return s + "  " + fitFloat(*error * 100, 4) + "%";
+}
+
 std::string footer(int failedResults, double avgBusBw) {
   std::string f;
   f += format("# %-20s : %d %s\n", "Out of bounds values", failedResults, failedResults ? "FAILED" : "OK");
@@ -78,13 +84,16 @@ std::string footer(int failedResults, double avgBusBw) {
 std::string writeCsv(const std::string& path, const std::vector<Record>& records) {
   std::ofstream out(path);
   if (!out) return "cannot open " + path + ": " + std::strerror(errno);
-  out << "collective,nranks,size,count,type,redop,root,placement,time_us,algbw_gbps,busbw_gbps,wrong\n";
+  out << "collective,nranks,size,count,type,redop,root,placement,time_us,algbw_gbps,busbw_gbps,wrong,"
+         "rel_error\n";
   for (const Record& r : records) {
     out << csvField(r.coll) << ',' << r.nranks << ',' << r.bytes << ',' << r.count << ','
         << csvField(r.type) << ',' << csvField(r.redop) << ',' << r.root << ','
         << (r.inPlace ? "in-place" : "out-of-place") << ',' << format("%.3f", r.timeUs) << ','
         << format("%.6g", r.algBw) << ',' << format("%.6g", r.busBw) << ',';
     if (r.wrong) out << *r.wrong;  // empty field: not checked
+    out << ',';
+    if (r.relError) out << format("%.6g", *r.relError);  // empty: not quantized
     out << '\n';
   }
   out.flush();
@@ -113,6 +122,7 @@ std::string writeJson(const std::string& path, const RunInfo& info,
         {"time_us", r.timeUs},  {"algbw_gbps", r.algBw},  {"busbw_gbps", r.busBw},
     };
     j["wrong"] = r.wrong ? nlohmann::json(*r.wrong) : nlohmann::json(nullptr);
+    if (r.relError) j["rel_error"] = *r.relError;
     results.push_back(std::move(j));
   }
   doc["results"] = std::move(results);

@@ -26,6 +26,7 @@ struct Record {
   double algBw = 0;
   double busBw = 0;
   std::optional<int64_t> wrong;  // nullopt: not checked (N/A)
+  std::optional<double> relError;  // --quant: relative L2 error against the exact result
 };
 
 // The run's parameters, echoed in the header and the JSON file.
@@ -50,6 +51,8 @@ std::string tableHeader();  // the three lines above the rows
 std::string rowPreamble(size_t bytes, size_t count, const std::string& type,
                         const std::string& redop, int root);
 std::string rowHalf(double timeUs, double algBw, double busBw, std::optional<int64_t> wrong);
+// --quant: the last column is the relative error in percent (5 characters, e.g. "0.70%").
+std::string rowHalfQuant(double timeUs, double algBw, double busBw, std::optional<double> error);
 std::string footer(int failedResults, double avgBusBw);
 
 // Write the records; return an error message, or "" on success.

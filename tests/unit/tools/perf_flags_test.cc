@@ -86,6 +86,28 @@ TEST(PerfFlags, EveryCollectiveByName) {
   expectUsageError({"--coll", "all_reduce"}, "allreduce");
 }
 
+TEST(PerfFlags, QuantSpecs) {
+  FlagsResult r = parse({"--coll", "reducescatter", "--quant", "int4:128:asym:stochastic=7"});
+  ASSERT_TRUE(r.options.has_value()) << r.err;
+  ASSERT_TRUE(r.options->quant.has_value());
+  EXPECT_EQ(r.options->quant->bits, 4);
+  EXPECT_EQ(r.options->quant->groupSize, 128u);
+  EXPECT_EQ(r.options->quant->mode, chorusQuantAsymmetric);
+  EXPECT_EQ(r.options->quant->rounding, chorusRoundStochastic);
+  EXPECT_EQ(r.options->quant->seed, 7u);
+  FlagsResult d = parse({"--coll", "allgather", "--quant", "int8", "-d", "bfloat16"});
+  ASSERT_TRUE(d.options.has_value()) << d.err;
+  EXPECT_EQ(d.options->quant->bits, 8);
+  EXPECT_EQ(d.options->quant->groupSize, 256u);
+  EXPECT_EQ(d.options->quant->rounding, chorusRoundNearest);
+  expectUsageError({"--quant", "int2"}, "int4 or int8");
+  expectUsageError({"--quant", "int4:abc"}, "'abc'");
+  expectUsageError({"--quant", "int4:0"}, "'0'");
+  expectUsageError({"--coll", "broadcast", "--quant", "int4"}, "not broadcast");
+  expectUsageError({"--quant", "int4", "-d", "int32"}, "not int32");
+  expectUsageError({"--quant", "int4", "-o", "max"}, "not max");
+}
+
 TEST(PerfFlags, HelpListsPingPongAndExitsZero) {
   FlagsResult r = parse({"--help"});
   EXPECT_FALSE(r.options.has_value());
