@@ -1,7 +1,10 @@
 #include "algorithms/registry.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <mutex>
 #include <vector>
 
@@ -50,6 +53,12 @@ const char* needsName(Needs n) {
 Registration::Registration(const AlgoInfo& info) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
+  // The naming rule of quantized entries (registry.h), checked where it cannot be missed.
+  if (info.quantized != std::string_view(info.name).starts_with("quant_")) {
+    std::fprintf(stderr, "chorus: algorithm %s:%s: quantized algorithms, and only they, are "
+                 "named quant_*\n", sched::collName(info.coll), info.name);
+    std::abort();
+  }
   // Entries live as long as the program: keep a copy, since `info` is a temporary.
   r.entries.push_back(new AlgoInfo(info));
   r.sorted = false;

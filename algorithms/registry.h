@@ -74,7 +74,9 @@ struct AlgoInfo {
   /// specialised one costs exactly the same (two ranks, one host) the plain one runs.
   int tiePriority = 1;
   /// A quantized collective (algorithms/quant): offered only to calls that carry a
-  /// quantization config (CollDesc::quant), and those calls are offered nothing else.
+  /// quantization config (CollDesc::quant), and those calls are offered nothing else. Their
+  /// names, and only theirs, start with "quant_" (checked at registration), so a list of names
+  /// (chorus-info, chorusGetAlgorithmInfo, CHORUS_ALGO) tells them apart.
   bool quantized = false;
 };
 

@@ -430,7 +430,9 @@ std::vector<Param> allParams() {
       v.push_back(p);
     }
     for (const auto& [algoColl, algo] : algorithms) {
-      if (algoColl != coll) continue;
+      // Quantized algorithms ("quant_*", algorithms/registry.h) serve the chorus*Quantized
+      // calls: tests/multiproc/quantized_test.cc runs them.
+      if (algoColl != coll || algo.starts_with("quant_")) continue;
       const std::map<std::string, std::string> forced = {{"CHORUS_ALGO", coll + ":" + algo}};
       for (const auto& [transport, unavailable] : transports) {
         auto env = forced;

@@ -204,6 +204,63 @@ std::vector<Case> cases() {
 
 INSTANTIATE_TEST_SUITE_P(Layouts, Quantized, testing::ValuesIn(cases()), caseName);
 
+// The comparison ring runs when named, and re-quantizes at every hop: its error is larger than
+// the one-hop algorithm's on the same data, which the 2-hop one is not (bench/quant has the
+// table by W).
+TEST(QuantizedRing, RunsWhenNamedWithALargerError) {
+  RunOptions o;
+  o.env["CHORUS_TRANSPORT"] = "shm";
+  o.env["CHORUS_ALGO"] = "reducescatter:quant_ring";
+  auto out = runRanks(5, [&](chorusComm_t comm, int rank, int nranks) -> std::string {
+    chorusQuantConfig_t cfg = CHORUS_QUANT_CONFIG_INIT;
+    const size_t count = 4096 + 3, total = count * static_cast<size_t>(nranks);
+    std::vector<std::vector<float>> in;
+    for (int p = 0; p < nranks; ++p) in.push_back(inputOf(p, total));
+    std::vector<float> got(count);
+    RANK_OK(chorusReduceScatterQuantized(in[static_cast<size_t>(rank)].data(), got.data(), count,
+                                         chorusFloat32, chorusSum, &cfg, comm, nullptr));
+    std::vector<double> exact(count, 0.0);
+    for (int p = 0; p < nranks; ++p)
+      for (size_t i = 0; i < count; ++i)
+        exact[i] += in[static_cast<size_t>(p)][static_cast<size_t>(rank) * count + i];
+    const double err = relativeL2(got, exact);
+    RANK_CHECK(err > 0.0 && err < 0.03, "ring error " + std::to_string(err));
+    chorusStats_t st{};
+    st.structSize = sizeof st;
+    RANK_OK(chorusCommGetStats(comm, &st));
+    bool ring = false;
+    for (int a = 0; a < st.numAlgos; ++a)
+      ring = ring || std::string(st.algos[a].name) == "reducescatter:quant_ring";
+    RANK_CHECK(ring, "quant_ring did not run");
+    return "";
+  }, o);
+  EXPECT_EQ(summarize(out), "");
+}
+
+// Stochastic rounding: the same bytes for the same seed, other bytes for another seed.
+TEST(QuantizedStochastic, SameSeedSameBytes) {
+  auto out = runRanks(3, [&](chorusComm_t comm, int rank, int nranks) -> std::string {
+    chorusQuantConfig_t cfg = CHORUS_QUANT_CONFIG_INIT;
+    cfg.bits = 4;
+    cfg.rounding = chorusRoundStochastic;
+    cfg.seed = 7;
+    const size_t count = 2048;
+    std::vector<float> x = inputOf(rank, count * static_cast<size_t>(nranks));
+    std::vector<float> a(count), b(count), c(count);
+    RANK_OK(chorusReduceScatterQuantized(x.data(), a.data(), count, chorusFloat32, chorusSum, &cfg,
+                                         comm, nullptr));
+    RANK_OK(chorusReduceScatterQuantized(x.data(), b.data(), count, chorusFloat32, chorusSum, &cfg,
+                                         comm, nullptr));
+    cfg.seed = 8;
+    RANK_OK(chorusReduceScatterQuantized(x.data(), c.data(), count, chorusFloat32, chorusSum, &cfg,
+                                         comm, nullptr));
+    RANK_CHECK(std::memcmp(a.data(), b.data(), count * 4) == 0, "seed 7 twice differs");
+    RANK_CHECK(std::memcmp(a.data(), c.data(), count * 4) != 0, "seeds 7 and 8 agree");
+    return "";
+  });
+  EXPECT_EQ(summarize(out), "");
+}
+
 // One rank: the result still passes through quantization (the same semantics at every size).
 TEST(QuantizedOneRank, ResultIsTheRoundTrip) {
   auto out = runRanks(1, [&](chorusComm_t comm, int rank, int) -> std::string {
