@@ -162,37 +162,6 @@ __global__ void requantizeKernel(Bytes* dst, Sources srcs, size_t count, uint64_
 
 // ---- host side -----------------------------------------------------------------------------
 
-// f.template operator()<kBits, kAsymmetric, kStochastic>() for the config (rounding ignored
-// when it does not matter, so decoders are not instantiated twice).
-template <bool kDecodeOnly, class F>
-void withShape(const QuantConfig& c, F&& f) {
-  auto rounding = [&]<uint32_t kBits, bool kAsymmetric>() {
-    if (!kDecodeOnly && c.stochastic) {
-      f.template operator()<kBits, kAsymmetric, true>();
-    } else {
-      f.template operator()<kBits, kAsymmetric, false>();
-    }
-  };
-  if (c.bits == 8) {
-    c.asymmetric ? rounding.template operator()<8, true>()
-                 : rounding.template operator()<8, false>();
-  } else {
-    c.asymmetric ? rounding.template operator()<4, true>()
-                 : rounding.template operator()<4, false>();
-  }
-}
-
-// f.template operator()<T>() for the quantizable types; false for the others.
-template <class F>
-bool withType(DataType t, F&& f) {
-  switch (t) {
-    case DataType::kFloat32: f.template operator()<float>(); return true;
-    case DataType::kBfloat16: f.template operator()<Bfloat16>(); return true;
-    case DataType::kFloat16: f.template operator()<Float16>(); return true;
-    default: return false;
-  }
-}
-
 unsigned blocksFor(size_t threads) {
   return unsigned(std::min(kMaxBlocks, (threads + kThreadsPerBlock - 1) / kThreadsPerBlock));
 }
@@ -206,8 +175,8 @@ bool packSources(const void* const* srcs, size_t nsrcs, Sources* out) {
 
 cudaError_t decode(void* dst, DataType t, bool accumulate, const Sources& srcs, size_t count,
                    const QuantConfig& c, cudaStream_t stream) {
-  const bool known = withType(t, [&]<class T>() {
-    withShape<true>(c, [&]<uint32_t kBits, bool kAsymmetric, bool>() {
+  const bool known = quant::withType(t, [&]<class T>() {
+    quant::withShape<true>(c, [&]<uint32_t kBits, bool kAsymmetric, bool>() {
       decodeKernel<T, kBits, kAsymmetric><<<blocksFor(count), kThreadsPerBlock, 0, stream>>>(
           static_cast<T*>(dst), accumulate, srcs, count, c.groupSize);
     });
@@ -222,8 +191,8 @@ cudaError_t launchQuantize(void* dst, const void* src, size_t count, DataType t,
   if (!quant::usable(c) || !isQuantizableType(t)) return cudaErrorInvalidValue;
   if (count == 0) return cudaSuccess;
   const size_t groups = (count + c.groupSize - 1) / c.groupSize;
-  withType(t, [&]<class T>() {
-    withShape<false>(c, [&]<uint32_t kBits, bool kAsymmetric, bool kStochastic>() {
+  quant::withType(t, [&]<class T>() {
+    quant::withShape<false>(c, [&]<uint32_t kBits, bool kAsymmetric, bool kStochastic>() {
       quantizeKernel<T, kBits, kAsymmetric, kStochastic>
           <<<blocksFor(groups * kWarp), kThreadsPerBlock, 0, stream>>>(
               static_cast<Bytes*>(dst), static_cast<const T*>(src), count, c.groupSize, c.seed,
@@ -264,7 +233,7 @@ cudaError_t launchDequantizeReduceQuantize(void* dst, const void* const* srcs, s
   if (!quant::usable(c) || !packSources(srcs, nsrcs, &s)) return cudaErrorInvalidValue;
   if (count == 0) return cudaSuccess;
   const size_t groups = (count + c.groupSize - 1) / c.groupSize;
-  withShape<false>(c, [&]<uint32_t kBits, bool kAsymmetric, bool kStochastic>() {
+  quant::withShape<false>(c, [&]<uint32_t kBits, bool kAsymmetric, bool kStochastic>() {
     requantizeKernel<kBits, kAsymmetric, kStochastic>
         <<<blocksFor(groups * kWarp), kThreadsPerBlock, 0, stream>>>(
             static_cast<Bytes*>(dst), s, count, c.groupSize, c.seed, firstIndex);
