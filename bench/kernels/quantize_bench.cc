@@ -38,13 +38,8 @@ constexpr size_t kSources = 4;
 constexpr uint64_t kGroup = 256;
 
 QuantConfig makeConfig(uint32_t bits, bool asymmetric, bool stochastic) {
-  QuantConfig c;
-  c.bits = bits;
-  c.groupSize = kGroup;
-  c.asymmetric = asymmetric;
-  c.stochastic = stochastic;
-  c.seed = 1;
-  return c;
+  return {.bits = bits, .groupSize = kGroup, .asymmetric = asymmetric, .stochastic = stochastic,
+          .seed = 1};
 }
 
 std::string configLabel(const QuantConfig& c) {
