@@ -103,9 +103,11 @@ __device__ void encodeGroup(Bytes* record, size_t n, uint64_t seed, uint64_t ind
   }
 }
 
-template <class T, uint32_t kBits, bool kAsymmetric, bool kStochastic>
-__global__ void quantizeKernel(Bytes* dst, const T* src, size_t count, uint64_t group,
-                               uint64_t seed, uint64_t firstIndex) {
+// Each group of `count` elements to one warp (grid-stride over the groups), which writes its
+// record; value(g, j) is element j of group g.
+template <uint32_t kBits, bool kAsymmetric, bool kStochastic, class Value>
+__device__ void encodeGroups(Bytes* dst, size_t count, uint64_t group, uint64_t seed,
+                             uint64_t firstIndex, Value value) {
   const WarpSlot w = warpSlot();
   const size_t groups = (count + group - 1) / group;
   const size_t record = quant::recordBytes(kBits, kAsymmetric, group);
@@ -113,9 +115,16 @@ __global__ void quantizeKernel(Bytes* dst, const T* src, size_t count, uint64_t 
     const size_t start = g * group;
     const size_t n = count - start < group ? count - start : group;
     encodeGroup<kBits, kAsymmetric, kStochastic>(dst + g * record, n, seed, firstIndex + start,
-                                                 w.lane,
-                                                 [&](size_t j) { return widen(src[start + j]); });
+                                                 w.lane, [&](size_t j) { return value(g, j); });
   }
+}
+
+template <class T, uint32_t kBits, bool kAsymmetric, bool kStochastic>
+__global__ void quantizeKernel(Bytes* dst, const T* src, size_t count, uint64_t group,
+                               uint64_t seed, uint64_t firstIndex) {
+  encodeGroups<kBits, kAsymmetric, kStochastic>(
+      dst, count, group, seed, firstIndex,
+      [&](size_t g, size_t j) { return widen(src[g * group + j]); });
 }
 
 // The float32 sum, in source order, of element j of group g of every source (after acc, when
@@ -148,16 +157,10 @@ __global__ void decodeKernel(Out* dst, bool accumulate, Sources srcs, size_t cou
 template <uint32_t kBits, bool kAsymmetric, bool kStochastic>
 __global__ void requantizeKernel(Bytes* dst, Sources srcs, size_t count, uint64_t group,
                                  uint64_t seed, uint64_t firstIndex) {
-  const WarpSlot w = warpSlot();
-  const size_t groups = (count + group - 1) / group;
-  const size_t record = quant::recordBytes(kBits, kAsymmetric, group);
-  for (size_t g = w.warp; g < groups; g += w.warps) {
-    const size_t start = g * group;
-    const size_t n = count - start < group ? count - start : group;
-    encodeGroup<kBits, kAsymmetric, kStochastic>(
-        dst + g * record, n, seed, firstIndex + start, w.lane,
-        [&](size_t j) { return sumAt<kBits, kAsymmetric>(srcs, record, g, j, nullptr); });
-  }
+  const size_t record = quant::recordBytes(kBits, kAsymmetric, group);  // also the sources'
+  encodeGroups<kBits, kAsymmetric, kStochastic>(
+      dst, count, group, seed, firstIndex,
+      [&](size_t g, size_t j) { return sumAt<kBits, kAsymmetric>(srcs, record, g, j, nullptr); });
 }
 
 // ---- host side -----------------------------------------------------------------------------
