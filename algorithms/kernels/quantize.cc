@@ -656,25 +656,13 @@ struct Avx2Kernels {
 #endif
 
 // f.template operator()<K, M>() with K the kernel set of the ISA in use and M the config's
-// Mode. kDecodeOnly: the rounding does not matter (decoding kernels), so stochastic configs
-// share the round-to-nearest instances.
+// Mode (kDecodeOnly as for quant::withShape).
 template <bool kDecodeOnly, class F>
 void dispatch(const QuantConfig& c, F&& f) {
   auto withMode = [&]<class K>() {
-    auto withRounding = [&]<uint32_t kBits, bool kAsymmetric>() {
-      if (!kDecodeOnly && c.stochastic) {
-        f.template operator()<K, Mode<kBits, kAsymmetric, true>>();
-      } else {
-        f.template operator()<K, Mode<kBits, kAsymmetric, false>>();
-      }
-    };
-    if (c.bits == 8) {
-      c.asymmetric ? withRounding.template operator()<8, true>()
-                   : withRounding.template operator()<8, false>();
-    } else {
-      c.asymmetric ? withRounding.template operator()<4, true>()
-                   : withRounding.template operator()<4, false>();
-    }
+    quant::withShape<kDecodeOnly>(c, [&]<uint32_t kBits, bool kAsymmetric, bool kStochastic>() {
+      f.template operator()<K, Mode<kBits, kAsymmetric, kStochastic>>();
+    });
   };
 #if CHORUS_QUANT_X86
   if (cpuIsa() != CpuIsa::kGeneric) {  // kAvx2, or kAvx512 which includes it
@@ -683,17 +671,6 @@ void dispatch(const QuantConfig& c, F&& f) {
   }
 #endif
   withMode.template operator()<Kernels<ScalarOps>>();
-}
-
-// f.template operator()<T>() for the quantizable types.
-template <class F>
-void withInputType(DataType t, F&& f) {
-  switch (t) {
-    case DataType::kFloat32: f.template operator()<float>(); return;
-    case DataType::kBfloat16: f.template operator()<Bfloat16>(); return;
-    case DataType::kFloat16: f.template operator()<Float16>(); return;
-    default: return;
-  }
 }
 
 }  // namespace
@@ -746,7 +723,7 @@ void quantize(void* dst, const void* src, size_t count, DataType t, const QuantC
               uint64_t firstIndex) {
   if (count == 0) return;
   dispatch<false>(c, [&]<class K, class M>() {
-    withInputType(t, [&]<class T>() {
+    quant::withType(t, [&]<class T>() {
       K::template quantize<M, T>(static_cast<Bytes*>(dst), static_cast<const Bytes*>(src), count,
                                  c, firstIndex);
     });
@@ -757,7 +734,7 @@ void dequantizeReduce(void* dst, DataType t, const void* const* srcs, size_t nsr
                       const QuantConfig& c) {
   if (count == 0 || nsrcs == 0) return;
   dispatch<true>(c, [&]<class K, class M>() {
-    withInputType(t, [&]<class T>() {
+    quant::withType(t, [&]<class T>() {
       K::template dequantizeReduce<M, T>(static_cast<Bytes*>(dst), srcs, nsrcs, count, c);
     });
   });

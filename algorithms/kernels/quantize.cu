@@ -103,9 +103,11 @@ __device__ void encodeGroup(Bytes* record, size_t n, uint64_t seed, uint64_t ind
   }
 }
 
-template <class T, uint32_t kBits, bool kAsymmetric, bool kStochastic>
-__global__ void quantizeKernel(Bytes* dst, const T* src, size_t count, uint64_t group,
-                               uint64_t seed, uint64_t firstIndex) {
+// Each group of `count` elements to one warp (grid-stride over the groups), which writes its
+// record; value(g, j) is element j of group g.
+template <uint32_t kBits, bool kAsymmetric, bool kStochastic, class Value>
+__device__ void encodeGroups(Bytes* dst, size_t count, uint64_t group, uint64_t seed,
+                             uint64_t firstIndex, Value value) {
   const WarpSlot w = warpSlot();
   const size_t groups = (count + group - 1) / group;
   const size_t record = quant::recordBytes(kBits, kAsymmetric, group);
@@ -113,9 +115,16 @@ __global__ void quantizeKernel(Bytes* dst, const T* src, size_t count, uint64_t 
     const size_t start = g * group;
     const size_t n = count - start < group ? count - start : group;
     encodeGroup<kBits, kAsymmetric, kStochastic>(dst + g * record, n, seed, firstIndex + start,
-                                                 w.lane,
-                                                 [&](size_t j) { return widen(src[start + j]); });
+                                                 w.lane, [&](size_t j) { return value(g, j); });
   }
+}
+
+template <class T, uint32_t kBits, bool kAsymmetric, bool kStochastic>
+__global__ void quantizeKernel(Bytes* dst, const T* src, size_t count, uint64_t group,
+                               uint64_t seed, uint64_t firstIndex) {
+  encodeGroups<kBits, kAsymmetric, kStochastic>(
+      dst, count, group, seed, firstIndex,
+      [&](size_t g, size_t j) { return widen(src[g * group + j]); });
 }
 
 // The float32 sum, in source order, of element j of group g of every source (after acc, when
@@ -148,50 +157,13 @@ __global__ void decodeKernel(Out* dst, bool accumulate, Sources srcs, size_t cou
 template <uint32_t kBits, bool kAsymmetric, bool kStochastic>
 __global__ void requantizeKernel(Bytes* dst, Sources srcs, size_t count, uint64_t group,
                                  uint64_t seed, uint64_t firstIndex) {
-  const WarpSlot w = warpSlot();
-  const size_t groups = (count + group - 1) / group;
-  const size_t record = quant::recordBytes(kBits, kAsymmetric, group);
-  for (size_t g = w.warp; g < groups; g += w.warps) {
-    const size_t start = g * group;
-    const size_t n = count - start < group ? count - start : group;
-    encodeGroup<kBits, kAsymmetric, kStochastic>(
-        dst + g * record, n, seed, firstIndex + start, w.lane,
-        [&](size_t j) { return sumAt<kBits, kAsymmetric>(srcs, record, g, j, nullptr); });
-  }
+  const size_t record = quant::recordBytes(kBits, kAsymmetric, group);  // also the sources'
+  encodeGroups<kBits, kAsymmetric, kStochastic>(
+      dst, count, group, seed, firstIndex,
+      [&](size_t g, size_t j) { return sumAt<kBits, kAsymmetric>(srcs, record, g, j, nullptr); });
 }
 
 // ---- host side -----------------------------------------------------------------------------
-
-// f.template operator()<kBits, kAsymmetric, kStochastic>() for the config (rounding ignored
-// when it does not matter, so decoders are not instantiated twice).
-template <bool kDecodeOnly, class F>
-void withShape(const QuantConfig& c, F&& f) {
-  auto rounding = [&]<uint32_t kBits, bool kAsymmetric>() {
-    if (!kDecodeOnly && c.stochastic) {
-      f.template operator()<kBits, kAsymmetric, true>();
-    } else {
-      f.template operator()<kBits, kAsymmetric, false>();
-    }
-  };
-  if (c.bits == 8) {
-    c.asymmetric ? rounding.template operator()<8, true>()
-                 : rounding.template operator()<8, false>();
-  } else {
-    c.asymmetric ? rounding.template operator()<4, true>()
-                 : rounding.template operator()<4, false>();
-  }
-}
-
-// f.template operator()<T>() for the quantizable types; false for the others.
-template <class F>
-bool withType(DataType t, F&& f) {
-  switch (t) {
-    case DataType::kFloat32: f.template operator()<float>(); return true;
-    case DataType::kBfloat16: f.template operator()<Bfloat16>(); return true;
-    case DataType::kFloat16: f.template operator()<Float16>(); return true;
-    default: return false;
-  }
-}
 
 unsigned blocksFor(size_t threads) {
   return unsigned(std::min(kMaxBlocks, (threads + kThreadsPerBlock - 1) / kThreadsPerBlock));
@@ -206,8 +178,8 @@ bool packSources(const void* const* srcs, size_t nsrcs, Sources* out) {
 
 cudaError_t decode(void* dst, DataType t, bool accumulate, const Sources& srcs, size_t count,
                    const QuantConfig& c, cudaStream_t stream) {
-  const bool known = withType(t, [&]<class T>() {
-    withShape<true>(c, [&]<uint32_t kBits, bool kAsymmetric, bool>() {
+  const bool known = quant::withType(t, [&]<class T>() {
+    quant::withShape<true>(c, [&]<uint32_t kBits, bool kAsymmetric, bool>() {
       decodeKernel<T, kBits, kAsymmetric><<<blocksFor(count), kThreadsPerBlock, 0, stream>>>(
           static_cast<T*>(dst), accumulate, srcs, count, c.groupSize);
     });
@@ -222,8 +194,8 @@ cudaError_t launchQuantize(void* dst, const void* src, size_t count, DataType t,
   if (!quant::usable(c) || !isQuantizableType(t)) return cudaErrorInvalidValue;
   if (count == 0) return cudaSuccess;
   const size_t groups = (count + c.groupSize - 1) / c.groupSize;
-  withType(t, [&]<class T>() {
-    withShape<false>(c, [&]<uint32_t kBits, bool kAsymmetric, bool kStochastic>() {
+  quant::withType(t, [&]<class T>() {
+    quant::withShape<false>(c, [&]<uint32_t kBits, bool kAsymmetric, bool kStochastic>() {
       quantizeKernel<T, kBits, kAsymmetric, kStochastic>
           <<<blocksFor(groups * kWarp), kThreadsPerBlock, 0, stream>>>(
               static_cast<Bytes*>(dst), static_cast<const T*>(src), count, c.groupSize, c.seed,
@@ -264,7 +236,7 @@ cudaError_t launchDequantizeReduceQuantize(void* dst, const void* const* srcs, s
   if (!quant::usable(c) || !packSources(srcs, nsrcs, &s)) return cudaErrorInvalidValue;
   if (count == 0) return cudaSuccess;
   const size_t groups = (count + c.groupSize - 1) / c.groupSize;
-  withShape<false>(c, [&]<uint32_t kBits, bool kAsymmetric, bool kStochastic>() {
+  quant::withShape<false>(c, [&]<uint32_t kBits, bool kAsymmetric, bool kStochastic>() {
     requantizeKernel<kBits, kAsymmetric, kStochastic>
         <<<blocksFor(groups * kWarp), kThreadsPerBlock, 0, stream>>>(
             static_cast<Bytes*>(dst), s, count, c.groupSize, c.seed, firstIndex);

@@ -48,6 +48,43 @@ CHORUS_HD constexpr bool usable(const QuantConfig& c) {
   return (c.bits == 4 || c.bits == 8) && c.groupSize != 0 && (c.bits == 8 || c.groupSize % 2 == 0);
 }
 
+// ---- the config as compile-time constants (host code) ----------------------------------------
+//
+// The CPU and the CUDA kernels are instantiated per shape (bits, symmetric or not, rounding) and
+// per input type, so their loops carry no branch on the config; these pick the instance.
+
+/// f.template operator()<kBits, kAsymmetric, kStochastic>() for a usable config's shape.
+/// kDecodeOnly: the rounding does not matter (decoding kernels), so stochastic configs share the
+/// round-to-nearest instances.
+template <bool kDecodeOnly, class F>
+void withShape(const QuantConfig& c, F&& f) {
+  auto rounding = [&]<uint32_t kBits, bool kAsymmetric>() {
+    if (!kDecodeOnly && c.stochastic) {
+      f.template operator()<kBits, kAsymmetric, true>();
+    } else {
+      f.template operator()<kBits, kAsymmetric, false>();
+    }
+  };
+  if (c.bits == 8) {
+    c.asymmetric ? rounding.template operator()<8, true>()
+                 : rounding.template operator()<8, false>();
+  } else {
+    c.asymmetric ? rounding.template operator()<4, true>()
+                 : rounding.template operator()<4, false>();
+  }
+}
+
+/// f.template operator()<T>() for the quantizable types; false (f not called) for the others.
+template <class F>
+bool withType(DataType t, F&& f) {
+  switch (t) {
+    case DataType::kFloat32: f.template operator()<float>(); return true;
+    case DataType::kBfloat16: f.template operator()<Bfloat16>(); return true;
+    case DataType::kFloat16: f.template operator()<Float16>(); return true;
+    default: return false;
+  }
+}
+
 // ---- layout --------------------------------------------------------------------------------
 //
 // The functions take the shape as (bits, asymmetric) so the CPU loops can pass compile-time

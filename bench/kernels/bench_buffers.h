@@ -1,5 +1,8 @@
-// Buffers and size labels shared by the kernel benchmarks (kernels_bench.cc, quantize_bench.cc).
+// Buffers, size labels, the timed loop and the memcpy yardstick shared by the kernel benchmarks
+// (kernels_bench.cc, quantize_bench.cc).
 #pragma once
+
+#include <benchmark/benchmark.h>
 
 #include <cstddef>
 #include <cstdlib>
@@ -32,6 +35,21 @@ inline Buffer alignedBuffer(size_t bytes) {
   std::memset(p, 0x3c, bytes);  // fault the pages in before timing
   return Buffer{std::unique_ptr<std::byte[], Buffer::Free>(p)};
 }
+
+// The timed loop: call() once per iteration, then dst escapes and memory is clobbered, so the
+// compiler can neither drop the kernel's writes nor move the call out of the loop.
+template <class Call>
+void timeCalls(benchmark::State& state, void* dst, Call&& call) {
+  for (auto _ : state) {
+    call();
+    benchmark::DoNotOptimize(dst);
+    benchmark::ClobberMemory();
+  }
+}
+
+// memcpy of `bytes`, which moves 2 x bytes per call: the yardstick of both files
+// (kernels_bench.cc).
+void benchMemcpy(benchmark::State& state, size_t bytes);
 
 // Registers the quantization benchmarks (quantize_bench.cc).
 void registerQuantizeBenchmarks();

@@ -58,24 +58,9 @@ void benchReduce(benchmark::State& state, DataType t, ReduceOp op, size_t bytes)
   const auto a = randomBuffer(bytes, t, 1);
   const auto b = randomBuffer(bytes, t, 2);
   const Buffer dst = alignedBuffer(bytes);
-  for (auto _ : state) {
-    reduce(dst.data(), a.data(), b.data(), count, t, op);
-    benchmark::DoNotOptimize(dst.data());
-    benchmark::ClobberMemory();
-  }
+  timeCalls(state, dst.data(), [&] { reduce(dst.data(), a.data(), b.data(), count, t, op); });
   state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(3 * bytes));
   state.SetLabel(cpuIsaName(cpuIsa()));
-}
-
-void benchMemcpy(benchmark::State& state, size_t bytes) {
-  const auto src = randomBuffer(bytes, DataType::kUint8, 3);
-  const Buffer dst = alignedBuffer(bytes);
-  for (auto _ : state) {
-    std::memcpy(dst.data(), src.data(), bytes);
-    benchmark::DoNotOptimize(dst.data());
-    benchmark::ClobberMemory();
-  }
-  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(2 * bytes));
 }
 
 void registerAll() {
@@ -125,6 +110,14 @@ bool applyKernelFlags(int* argc, char** argv) {
 }
 
 }  // namespace
+
+void benchMemcpy(benchmark::State& state, size_t bytes) {
+  const auto src = randomBuffer(bytes, DataType::kUint8, 3);
+  const Buffer dst = alignedBuffer(bytes);
+  timeCalls(state, dst.data(), [&] { std::memcpy(dst.data(), src.data(), bytes); });
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(2 * bytes));
+}
+
 }  // namespace chorus::kernels
 
 int main(int argc, char** argv) {

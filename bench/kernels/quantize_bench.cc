@@ -38,13 +38,8 @@ constexpr size_t kSources = 4;
 constexpr uint64_t kGroup = 256;
 
 QuantConfig makeConfig(uint32_t bits, bool asymmetric, bool stochastic) {
-  QuantConfig c;
-  c.bits = bits;
-  c.groupSize = kGroup;
-  c.asymmetric = asymmetric;
-  c.stochastic = stochastic;
-  c.seed = 1;
-  return c;
+  return {.bits = bits, .groupSize = kGroup, .asymmetric = asymmetric, .stochastic = stochastic,
+          .seed = 1};
 }
 
 std::string configLabel(const QuantConfig& c) {
@@ -108,22 +103,14 @@ size_t touchedRequantize(DataType, const QuantConfig& c, size_t n) {
 void benchQuantize(benchmark::State& state, DataType t, QuantConfig c, size_t count) {
   const Buffer& src = gaussianInput(t, count, 1);
   const Buffer dst = alignedBuffer(quantizedSize(count, c));
-  for (auto _ : state) {
-    quantize(dst.data(), src.data(), count, t, c);
-    benchmark::DoNotOptimize(dst.data());
-    benchmark::ClobberMemory();
-  }
+  timeCalls(state, dst.data(), [&] { quantize(dst.data(), src.data(), count, t, c); });
   finish(state, touchedCodecs(t, c, count));
 }
 
 void benchDequantize(benchmark::State& state, DataType t, QuantConfig c, size_t count) {
   const Buffer& src = quantizedInput(c, count, 1);
   const Buffer dst = alignedBuffer(count * dataTypeSize(t));
-  for (auto _ : state) {
-    dequantize(dst.data(), src.data(), count, t, c);
-    benchmark::DoNotOptimize(dst.data());
-    benchmark::ClobberMemory();
-  }
+  timeCalls(state, dst.data(), [&] { dequantize(dst.data(), src.data(), count, t, c); });
   finish(state, touchedCodecs(t, c, count));
 }
 
@@ -132,11 +119,7 @@ void benchAccumulate(benchmark::State& state, DataType t, QuantConfig c, size_t 
   Buffer acc = alignedBuffer(count * sizeof(float));
   std::memset(acc.data(), 0, count * sizeof(float));
   auto* a = reinterpret_cast<float*>(acc.data());
-  for (auto _ : state) {
-    dequantizeAccumulate(a, src.data(), count, c);
-    benchmark::DoNotOptimize(a);
-    benchmark::ClobberMemory();
-  }
+  timeCalls(state, a, [&] { dequantizeAccumulate(a, src.data(), count, c); });
   finish(state, touchedAccumulate(t, c, count));
 }
 
@@ -149,34 +132,19 @@ std::vector<const void*> sources(const QuantConfig& c, size_t count) {
 void benchReduce(benchmark::State& state, DataType t, QuantConfig c, size_t count) {
   const std::vector<const void*> srcs = sources(c, count);
   const Buffer dst = alignedBuffer(count * dataTypeSize(t));
-  for (auto _ : state) {
+  timeCalls(state, dst.data(), [&] {
     dequantizeReduce(dst.data(), t, srcs.data(), srcs.size(), count, c);
-    benchmark::DoNotOptimize(dst.data());
-    benchmark::ClobberMemory();
-  }
+  });
   finish(state, touchedReduce(t, c, count));
 }
 
 void benchRequantize(benchmark::State& state, DataType t, QuantConfig c, size_t count) {
   const std::vector<const void*> srcs = sources(c, count);
   const Buffer dst = alignedBuffer(quantizedSize(count, c));
-  for (auto _ : state) {
+  timeCalls(state, dst.data(), [&] {
     dequantizeReduceQuantize(dst.data(), srcs.data(), srcs.size(), count, c);
-    benchmark::DoNotOptimize(dst.data());
-    benchmark::ClobberMemory();
-  }
+  });
   finish(state, touchedRequantize(t, c, count));
-}
-
-void benchCopy(benchmark::State& state, size_t bytes) {
-  const Buffer src = alignedBuffer(bytes);
-  const Buffer dst = alignedBuffer(bytes);
-  for (auto _ : state) {
-    std::memcpy(dst.data(), src.data(), bytes);
-    benchmark::DoNotOptimize(dst.data());
-    benchmark::ClobberMemory();
-  }
-  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(2 * bytes));
 }
 
 using BenchFn = void (*)(benchmark::State&, DataType, QuantConfig, size_t);
@@ -228,7 +196,7 @@ void registerQuantizeBenchmarks() {
     }
   }
   for (size_t n : copies) {
-    benchmark::RegisterBenchmark(("quant_memcpy/" + std::to_string(n)).c_str(), benchCopy, n);
+    benchmark::RegisterBenchmark(("quant_memcpy/" + std::to_string(n)).c_str(), benchMemcpy, n);
   }
 }
 

@@ -116,6 +116,46 @@ Status runQuantStep(const sched::Step& s, const std::byte* a, std::byte* dst, Da
   return Status();
 }
 
+// ---- Waiting (executor.h, last paragraph) -----------------------------------------------------
+//
+// What runSingle and runDataflow do after a pass that moved nothing. Inline, allocation-free and
+// without a clock read of its own: runSingle's 8-byte ping-pong spins through it on every pass.
+
+struct IdleClock {
+  std::chrono::steady_clock::time_point lastProgress, lastLiveness, deadline;
+};
+
+enum class Idle {
+  kRetry,     // test again at once: spinning, yielded, or a peer was just marked gone
+  kTimedOut,  // the deadline has passed
+  kBlock,     // block (Executor::block) for *waitMs
+};
+
+// One idle pass at `now` (read by the caller): past the deadline, kTimedOut. Every 100 ms it
+// calls checkPeers(), which returns true when it told a connection its peer is gone (kRetry).
+// Then it spins for wait.spinUs after the last progress, yields for 200 us more, and then says
+// to block for at most 100 ms and never past the deadline.
+template <class CheckPeers>
+inline Idle idlePass(IdleClock& clock, std::chrono::steady_clock::time_point now,
+                     const WaitPolicy& wait, CheckPeers&& checkPeers, int* waitMs) {
+  if (now >= clock.deadline) return Idle::kTimedOut;
+  if (now - clock.lastLiveness > std::chrono::milliseconds(100)) {
+    clock.lastLiveness = now;
+    if (checkPeers()) return Idle::kRetry;
+  }
+  const auto idleUs =
+      std::chrono::duration_cast<std::chrono::microseconds>(now - clock.lastProgress).count();
+  if (idleUs < wait.spinUs) return Idle::kRetry;
+  if (idleUs < wait.spinUs + 200) {
+    sched_yield();
+    return Idle::kRetry;
+  }
+  const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(clock.deadline - now).count();
+  *waitMs = static_cast<int>(std::clamp<long long>(left, 0, 100));
+  return Idle::kBlock;
+}
+
 }  // namespace
 
 struct Executor::PeerRun {
@@ -271,7 +311,7 @@ Status Executor::runSingle(const Plan& plan, const OpIdentity& id, const ExecEnv
   if (!posted.ok()) return posted.status();
   Op o = *posted;
   // The deadline counts from the first time the op is not done (the caller set none).
-  std::chrono::steady_clock::time_point lastProgress{}, lastLiveness{}, deadline{};
+  IdleClock clock{};
   bool goneMarked = false;
   for (;;) {
     conn->progress().ignore();
@@ -286,37 +326,26 @@ Status Executor::runSingle(const Plan& plan, const OpIdentity& id, const ExecEnv
                          ": the communicator was aborted on rank " + std::to_string(env.rank) +
                          " (chorusCommAbort)");
     const auto now = std::chrono::steady_clock::now();
-    if (lastProgress.time_since_epoch().count() == 0) {
-      lastProgress = lastLiveness = now;
-      deadline = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                           std::chrono::duration<double>(env.wait.timeoutSeconds));
+    if (clock.lastProgress.time_since_epoch().count() == 0) {
+      clock.lastProgress = clock.lastLiveness = now;
+      clock.deadline = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                 std::chrono::duration<double>(env.wait.timeoutSeconds));
     }
-    if (now >= deadline)
+    int waitMs = 0;
+    const Idle next = idlePass(clock, now, env.wait, [&] {
+      if (goneMarked) return false;
+      Status alive = env.peers->alive(peer);
+      if (alive.ok()) return false;
+      goneMarked = true;
+      conn->peerGone(alive.withContext(describeCall(id, plan.schedule.algo.c_str())));
+      return true;
+    }, &waitMs);
+    if (next == Idle::kRetry) continue;
+    if (next == Idle::kTimedOut)
       return timeoutError(describeCall(id, plan.schedule.algo.c_str()) + ": timed out after " +
                           std::to_string(env.wait.timeoutSeconds) + " s on rank " +
                           std::to_string(env.rank) + " waiting for " + describeStep(s, 0));
-    if (now - lastLiveness > std::chrono::milliseconds(100)) {
-      lastLiveness = now;
-      if (!goneMarked) {
-        Status alive = env.peers->alive(peer);
-        if (!alive.ok()) {
-          goneMarked = true;
-          conn->peerGone(alive.withContext(describeCall(id, plan.schedule.algo.c_str())));
-          continue;  // test again at once
-        }
-      }
-    }
-    const auto idleUs =
-        std::chrono::duration_cast<std::chrono::microseconds>(now - lastProgress).count();
-    if (idleUs < env.wait.spinUs) continue;
-    if (idleUs < env.wait.spinUs + 200) {
-      sched_yield();
-      continue;
-    }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
-    CHORUS_RETURN_IF_ERROR(block(std::span<Connection* const>(&conn, 1),
-                                 static_cast<int>(std::clamp<long long>(left, 0, 100)), false, id,
-                                 plan));
+    CHORUS_RETURN_IF_ERROR(block(std::span<Connection* const>(&conn, 1), waitMs, false, id, plan));
   }
 }
 
@@ -529,8 +558,9 @@ Status Executor::runDataflow(const Plan& plan, const OpIdentity& id, DataType dt
   freeSlots_.clear();
   int nextSlot = 0;
   const Tag tag = dataTag(id.seq);
-  auto lastProgress = std::chrono::steady_clock::now();
-  auto lastLiveness = lastProgress;
+  IdleClock clock;
+  clock.lastProgress = clock.lastLiveness = std::chrono::steady_clock::now();
+  clock.deadline = env.wait.deadline;
   bool windowPending = false;
 
   while (doneCount < n || headersPending > 0) {
@@ -700,7 +730,7 @@ Status Executor::runDataflow(const Plan& plan, const OpIdentity& id, DataType dt
     }
 
     if (progressed) {
-      lastProgress = std::chrono::steady_clock::now();
+      clock.lastProgress = std::chrono::steady_clock::now();
       continue;
     }
 
@@ -711,18 +741,9 @@ Status Executor::runDataflow(const Plan& plan, const OpIdentity& id, DataType dt
                            std::to_string(n - doneCount) + " steps blocked on dependencies)");
 
     // ---- Nothing moved: spin, then yield, then block -------------------------------------
-    auto now = std::chrono::steady_clock::now();
-    if (now >= env.wait.deadline) {
-      std::string what = "nothing posted";
-      if (!posted_.empty()) what = describeStep(steps[posted_.front().step], posted_.front().step);
-      else if (headersPending > 0) what = "the operation headers of its peers";
-      return timeoutError(call() + ": timed out after " + std::to_string(env.wait.timeoutSeconds) +
-                          " s on rank " + std::to_string(env.rank) + " waiting for " + what +
-                          "; " + std::to_string(n - doneCount) + " of " + std::to_string(n) +
-                          " steps outstanding");
-    }
-    if (now - lastLiveness > std::chrono::milliseconds(100)) {
-      lastLiveness = now;
+    const auto now = std::chrono::steady_clock::now();
+    int waitMs = 0;
+    const Idle next = idlePass(clock, now, env.wait, [&] {
       // A peer whose process is gone: its connection completes what it delivered before it
       // went and fails the rest. Only peers we still need are asked.
       for (size_t k = 0; k < np; ++k) {
@@ -737,19 +758,21 @@ Status Executor::runDataflow(const Plan& plan, const OpIdentity& id, DataType dt
         if (alive.ok()) continue;
         p.goneMarked = true;
         p.conn->peerGone(alive.withContext(call()));
-        lastProgress = now;  // test again at once
+        clock.lastProgress = now;  // test again at once
       }
-      if (lastProgress == now) continue;
+      return clock.lastProgress == now;
+    }, &waitMs);
+    if (next == Idle::kRetry) continue;
+    if (next == Idle::kTimedOut) {
+      std::string what = "nothing posted";
+      if (!posted_.empty()) what = describeStep(steps[posted_.front().step], posted_.front().step);
+      else if (headersPending > 0) what = "the operation headers of its peers";
+      return timeoutError(call() + ": timed out after " + std::to_string(env.wait.timeoutSeconds) +
+                          " s on rank " + std::to_string(env.rank) + " waiting for " + what +
+                          "; " + std::to_string(n - doneCount) + " of " + std::to_string(n) +
+                          " steps outstanding");
     }
-    auto idleFor = std::chrono::duration_cast<std::chrono::microseconds>(now - lastProgress);
-    if (idleFor.count() < env.wait.spinUs) continue;
-    if (idleFor.count() < env.wait.spinUs + 200) {
-      sched_yield();
-      continue;
-    }
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(env.wait.deadline - now).count();
-    CHORUS_RETURN_IF_ERROR(block(conns_, static_cast<int>(std::clamp<long long>(left, 0, 100)),
-                                 windowPending, id, plan));
+    CHORUS_RETURN_IF_ERROR(block(conns_, waitMs, windowPending, id, plan));
   }
   return Status();
 }

@@ -111,14 +111,8 @@ TEST_F(CudaKernelsTest, RejectsUnknownTypeAndOp) {
 
 // ---- quantization --------------------------------------------------------------------------
 
+using testing::bytesOf;
 using Bytes = std::vector<unsigned char>;
-
-template <class T>
-Bytes bytesOf(const std::vector<T>& v) {
-  Bytes b(v.size() * sizeof(T));
-  std::memcpy(b.data(), v.data(), b.size());
-  return b;
-}
 
 template <class T>
 void toDevice(DeviceBuffer& d, const std::vector<T>& v) {
@@ -133,13 +127,8 @@ Bytes fromDevice(const DeviceBuffer& d, size_t bytes) {
 }
 
 QuantConfig quantConfig(uint32_t bits, uint64_t group, bool asymmetric, bool stochastic) {
-  QuantConfig c;
-  c.bits = bits;
-  c.groupSize = group;
-  c.asymmetric = asymmetric;
-  c.stochastic = stochastic;
-  c.seed = 17;
-  return c;
+  return {.bits = bits, .groupSize = group, .asymmetric = asymmetric, .stochastic = stochastic,
+          .seed = 17};
 }
 
 // Every quantization kernel on the GPU and the CPU, for one type and config: same bytes out.
@@ -148,15 +137,7 @@ void checkQuantization(DataType t, const QuantConfig& c, size_t count, std::mt19
   SCOPED_TRACE(::testing::Message() << dataTypeName(t) << " int" << c.bits << " group "
                                     << c.groupSize << (c.asymmetric ? " asym" : " sym")
                                     << (c.stochastic ? " stochastic" : "") << " count " << count);
-  std::normal_distribution<float> normal;
-  std::vector<T> x(count);
-  for (auto& v : x) {
-    if constexpr (std::is_same_v<T, float>) {
-      v = normal(rng);
-    } else {
-      v = fromFloat<T>(normal(rng));
-    }
-  }
+  std::vector<T> x = testing::gaussianVector<T>(count, rng);
   const size_t qbytes = quantizedSize(count, c), tbytes = count * sizeof(T);
   DeviceBuffer dx(tbytes), dq(qbytes), dq2(qbytes), dout(tbytes), dacc(count * 4), dreq(qbytes);
   toDevice(dx, x);

@@ -1,5 +1,5 @@
-// Helpers shared by the kernel tests: per-type random inputs, and a reference that computes in
-// double and rounds once into the element type.
+// Helpers shared by the kernel tests: per-type random and Gaussian inputs, and a reference that
+// computes in double and rounds once into the element type.
 //
 // Why a double reference is exact here: for +, *, / on p-bit inputs, rounding the exact result
 // first to q >= 2p + 2 bits and then to p bits gives the correctly rounded p-bit result. double
@@ -125,6 +125,30 @@ std::vector<T> randomVector(size_t n, std::mt19937_64& rng) {
   std::vector<T> v(n);
   for (auto& x : v) x = randomElement<T>(rng);
   return v;
+}
+
+// n values drawn from N(0, 1) in float32, each rounded into T as a caller holding T would have
+// it.
+template <class T>
+std::vector<T> gaussianVector(size_t n, std::mt19937_64& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<T> v(n);
+  for (auto& x : v) {
+    if constexpr (std::is_same_v<T, float>) {
+      x = normal(rng);
+    } else {
+      x = fromFloat<T>(normal(rng));
+    }
+  }
+  return v;
+}
+
+// The bytes of v, for comparing kernels' outputs byte for byte.
+template <class T>
+std::vector<unsigned char> bytesOf(const std::vector<T>& v) {
+  std::vector<unsigned char> b(v.size() * sizeof(T));
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
 }
 
 // ---- reference arithmetic ------------------------------------------------------------------

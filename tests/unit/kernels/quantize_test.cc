@@ -21,18 +21,14 @@
 namespace chorus::kernels {
 namespace {
 
+using testing::bytesOf;
 using testing::IsaScope;
 using Bytes = std::vector<unsigned char>;
 
 QuantConfig config(uint32_t bits, uint64_t group, bool asymmetric, bool stochastic = false,
                    uint64_t seed = 0) {
-  QuantConfig c;
-  c.bits = bits;
-  c.groupSize = group;
-  c.asymmetric = asymmetric;
-  c.stochastic = stochastic;
-  c.seed = seed;
-  return c;
+  return {.bits = bits, .groupSize = group, .asymmetric = asymmetric, .stochastic = stochastic,
+          .seed = seed};
 }
 
 std::string describe(const QuantConfig& c) {
@@ -43,10 +39,7 @@ std::string describe(const QuantConfig& c) {
 
 std::vector<float> gaussian(size_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = normal(rng);
-  return v;
+  return testing::gaussianVector<float>(n, rng);
 }
 
 // Rounds float data into T's storage, as a caller holding T would have it.
@@ -609,13 +602,6 @@ std::vector<float> awkwardData(size_t n, uint64_t group, uint64_t seed) {
     }
   }
   return v;
-}
-
-template <class T>
-Bytes bytesOf(const std::vector<T>& v) {
-  Bytes b(v.size() * sizeof(T));
-  std::memcpy(b.data(), v.data(), b.size());
-  return b;
 }
 
 // Every kernel's output bytes under the current ISA, for one input type and config. The buffers

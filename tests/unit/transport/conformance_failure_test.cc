@@ -151,71 +151,58 @@ TEST_P(ConformanceFailures, PeerGoneAfterCloseDeliversWhatItSentThenFails) {
 // and may ignore peerGone(): skipped (the killed-process test below covers it).
 class ConformanceFailuresPeerGone : public ConformanceTest {
  protected:
-  // Rank 0 sent `v` (completed) and rank 1 was told the peer is gone. False: skipped or failed.
-  bool setUpGonePeer(const std::vector<uint8_t>& v, const Status& why) {
+  // Rank 0 has sent v_ (completed) and rank 1 has been told the peer is gone (why_). A set-up
+  // step that fails fails the test; the test body then does not run.
+  void SetUp() override {
+    ConformanceTest::SetUp();
+    if (IsSkipped()) return;
     g_ = connectedGroup();
-    EXPECT_TRUE(g_.connected());
-    if (!g_.connected()) return false;
+    ASSERT_TRUE(g_.connected());
     int fd = -1;
     short events = 0;
     g_.c[1][0]->pollInfo(&fd, &events);
     if (fd >= 0) {
-      skipReason_ = "the connection has an fd: its peer's end is the kernel's to report";
-      return false;
+      GTEST_SKIP() << "the connection has an fd: its peer's end is the kernel's to report";
     }
-    auto s = g_.c[0][1]->postSend(v.data(), v.size(), 1);
-    EXPECT_TRUE(s.ok());
-    if (!s.ok()) return false;
+    auto s = g_.c[0][1]->postSend(v_.data(), v_.size(), 1);
+    ASSERT_TRUE(s.ok());
     Status sent = driveAll({{g_.c[0][1].get(), *s}});
-    EXPECT_TRUE(sent.ok()) << sent.toString();
-    if (!sent.ok()) return false;
-    g_.c[1][0]->peerGone(why);
-    return true;
+    ASSERT_TRUE(sent.ok()) << sent.toString();
+    g_.c[1][0]->peerGone(why_);
   }
+  const std::vector<uint8_t> v_ = randomBytes(3000);
+  const Status why_ = remoteError("rank 0 (pid 4242) is gone: killed by signal 9");
   Group g_;
-  std::string skipReason_;
 };
 
 TEST_P(ConformanceFailuresPeerGone, DeliveredMessageArrivesThenReceivesFail) {
-  const std::vector<uint8_t> v = randomBytes(3000);
-  const Status why = remoteError("rank 0 (pid 4242) is gone: killed by signal 9");
-  if (!setUpGonePeer(v, why)) {
-    if (!skipReason_.empty()) GTEST_SKIP() << skipReason_;
-    return;
-  }
   Connection& c = *g_.c[1][0];
-  std::vector<uint8_t> got(v.size(), kPoison);
+  std::vector<uint8_t> got(v_.size(), kPoison);
   Status st = outcome(c, c.postRecv(got.data(), got.size(), 1));
   ASSERT_TRUE(st.ok()) << "what the peer delivered before it ended must arrive: " << st.toString();
-  EXPECT_TRUE(got == v);
+  EXPECT_TRUE(got == v_);
   uint64_t x = 0;
   Status more = outcome(c, c.postRecv(&x, 8, 2), kPromptSeconds);
-  EXPECT_EQ(more.code(), why.code()) << more.toString();
-  EXPECT_EQ(more.message(), why.message());
+  EXPECT_EQ(more.code(), why_.code()) << more.toString();
+  EXPECT_EQ(more.message(), why_.message());
   Status send = outcome(c, c.postSend(&x, 8, 3), kPromptSeconds);
-  EXPECT_EQ(send.code(), why.code()) << send.toString();
-  EXPECT_EQ(send.message(), why.message());
+  EXPECT_EQ(send.code(), why_.code()) << send.toString();
+  EXPECT_EQ(send.message(), why_.message());
 }
 
 // "Every other op, now or later, fails with `why`": a send posted after peerGone() has nobody
 // to go to, even when it would fit in a buffer the transport could complete it into; and the
 // message the peer delivered before is still received afterwards.
 TEST_P(ConformanceFailuresPeerGone, SendPostedAfterwardsFailsDeliveredMessageStillArrives) {
-  const std::vector<uint8_t> v = randomBytes(3000);
-  const Status why = remoteError("rank 0 (pid 4242) is gone: killed by signal 9");
-  if (!setUpGonePeer(v, why)) {
-    if (!skipReason_.empty()) GTEST_SKIP() << skipReason_;
-    return;
-  }
   Connection& c = *g_.c[1][0];
   uint64_t x = 0;
   Status send = outcome(c, c.postSend(&x, 8, 3), kPromptSeconds);
-  EXPECT_EQ(send.code(), why.code()) << send.toString();
-  EXPECT_EQ(send.message(), why.message());
-  std::vector<uint8_t> got(v.size(), kPoison);
+  EXPECT_EQ(send.code(), why_.code()) << send.toString();
+  EXPECT_EQ(send.message(), why_.message());
+  std::vector<uint8_t> got(v_.size(), kPoison);
   Status st = outcome(c, c.postRecv(got.data(), got.size(), 1));
   EXPECT_TRUE(st.ok()) << st.toString();
-  EXPECT_TRUE(got == v);
+  EXPECT_TRUE(got == v_);
 }
 
 // ---- A real peer process, killed ------------------------------------------------------------
