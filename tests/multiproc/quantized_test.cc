@@ -237,7 +237,8 @@ TEST(QuantizedRing, RunsWhenNamedWithALargerError) {
   EXPECT_EQ(summarize(out), "");
 }
 
-// Stochastic rounding: the same bytes for the same seed, other bytes for another seed.
+// Stochastic rounding: the same bytes for the same seed (blocking or not), other bytes for
+// another seed.
 TEST(QuantizedStochastic, SameSeedSameBytes) {
   auto out = runRanks(3, [&](chorusComm_t comm, int rank, int nranks) -> std::string {
     chorusQuantConfig_t cfg = CHORUS_QUANT_CONFIG_INIT;
@@ -249,8 +250,11 @@ TEST(QuantizedStochastic, SameSeedSameBytes) {
     std::vector<float> a(count), b(count), c(count);
     RANK_OK(chorusReduceScatterQuantized(x.data(), a.data(), count, chorusFloat32, chorusSum, &cfg,
                                          comm, nullptr));
-    RANK_OK(chorusReduceScatterQuantized(x.data(), b.data(), count, chorusFloat32, chorusSum, &cfg,
-                                         comm, nullptr));
+    // The nonblocking form gives the same bytes.
+    chorusRequest_t req = nullptr;
+    RANK_OK(chorusIReduceScatterQuantized(x.data(), b.data(), count, chorusFloat32, chorusSum,
+                                          &cfg, comm, nullptr, &req));
+    RANK_OK(chorusWait(&req));
     cfg.seed = 8;
     RANK_OK(chorusReduceScatterQuantized(x.data(), c.data(), count, chorusFloat32, chorusSum, &cfg,
                                          comm, nullptr));

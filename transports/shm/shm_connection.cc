@@ -33,6 +33,13 @@ Status readProcess(pid_t pid, int peer, void* dst, uint64_t remote, size_t bytes
       if (err == ESRCH)
         return remoteError("rank " + std::to_string(peer) + " (pid " + std::to_string(pid) +
                            ") exited while its memory was being read");
+      // The peer unmapped what it announced for this call: it left the call (failed, aborted,
+      // or is exiting) while it was still being read — a peer failure, like ESRCH. A schedule
+      // whose peers are in the call never reads memory they have freed (the checker proves
+      // every get happens before its owner's end).
+      if (err == EFAULT)
+        return remoteError("rank " + std::to_string(peer) + " (pid " + std::to_string(pid) +
+                           ") no longer maps the memory being read: it left the call");
       return errnoStatus("process_vm_readv", "rank " + std::to_string(peer) + ", " +
                                                  std::to_string(bytes - done) + " bytes",
                          err);
