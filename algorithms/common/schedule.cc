@@ -445,4 +445,11 @@ void Schedule::finalize() {
   }
 }
 
+double packedRatio(const CollDesc& d) {
+  if (!d.quant) return 0;
+  const uint64_t count = std::max<uint64_t>(d.count, d.quant->groupSize);
+  return static_cast<double>(kernels::quant::packedBytes(*d.quant, count)) /
+         static_cast<double>(count * std::max<size_t>(1, d.elemSize));
+}
+
 }  // namespace chorus::sched

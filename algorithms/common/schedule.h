@@ -242,4 +242,8 @@ class Schedule {
   Range canonical(Range r) const;
 };
 
+// Quantized calls: bytes on the wire per byte of the call's type, at the call's count (one
+// group when there is none); 0 for other calls. The tuner's CostInput::packedRatio.
+double packedRatio(const CollDesc& d);
+
 }  // namespace chorus::sched

@@ -6,7 +6,6 @@
 #include <limits>
 #include <sstream>
 
-#include "algorithms/kernels/quantize_ops.h"
 #include "src/base/strings.h"
 #include "src/topology/layout.h"
 
@@ -37,12 +36,7 @@ cost::CostInput inputFor(const sched::CollDesc& d, const algo::Platform& p) {
   in.nranks = p.nranks;
   in.roundBytes = p.window.roundBytes;
   in.chunkBytes = std::max<uint64_t>(1, d.chunkBytes);
-  if (d.quant) {
-    // Packed bytes per element byte, at the call's count (one group when there is none).
-    const uint64_t count = std::max<uint64_t>(d.count, d.quant->groupSize);
-    in.packedRatio = static_cast<double>(kernels::quant::packedBytes(*d.quant, count)) /
-                     static_cast<double>(count * std::max<size_t>(1, d.elemSize));
-  }
+  in.packedRatio = sched::packedRatio(d);
   return cost::normalized(in);
 }
 

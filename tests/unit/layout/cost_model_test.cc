@@ -219,9 +219,7 @@ TEST(CostModel, TrafficMatchesSchedules) {
         CostInput in = oneHost(n, LinkClass::kShm);
         in.chunkBytes = d.chunkBytes;
         in.roundBytes = d.window.roundBytes;
-        if (a.quantized)
-          in.packedRatio = static_cast<double>(kernels::quant::packedBytes(*d.quant, d.count)) /
-                           static_cast<double>(d.count * d.elemSize);
+        in.packedRatio = sched::packedRatio(d);
         // The terms of what was built: a builder that does not apply builds its fallback.
         const Traffic t = trafficOf(info(a.coll, built), d.count * d.elemSize, in);
         const std::string what = std::string(sched::collName(a.coll)) + ":" + built + " n=" +

@@ -54,20 +54,25 @@ TEST(Report, WritesCsvAndJson) {
   std::vector<Record> recs = {
       {"allreduce", 2, 1024, 256, "float", "sum", -1, false, 10.5, 0.1, 0.1, 0},
       {"allreduce", 2, 1024, 256, "float", "sum", -1, true, 9.5, 0.11, 0.11, std::nullopt},
+      {"reducescatter", 2, 1024, 128, "float", "sum", -1, false, 8.5, 0.1, 0.05, std::nullopt,
+       0.126},
   };
   std::string dir = ::testing::TempDir();
   std::string csv = dir + "/chorus_perf_report_test.csv";
   std::string json = dir + "/chorus_perf_report_test.json";
   ASSERT_EQ(writeCsv(csv, recs), "");
   std::ifstream c(csv);
-  std::string header, r1, r2;
+  std::string header, r1, r2, r3;
   std::getline(c, header);
   std::getline(c, r1);
   std::getline(c, r2);
+  std::getline(c, r3);
   EXPECT_EQ(header,
-            "collective,nranks,size,count,type,redop,root,placement,time_us,algbw_gbps,busbw_gbps,wrong");
-  EXPECT_EQ(r1, "allreduce,2,1024,256,float,sum,-1,out-of-place,10.500,0.1,0.1,0");
-  EXPECT_EQ(r2, "allreduce,2,1024,256,float,sum,-1,in-place,9.500,0.11,0.11,");
+            "collective,nranks,size,count,type,redop,root,placement,time_us,algbw_gbps,busbw_gbps,"
+            "wrong,rel_error");
+  EXPECT_EQ(r1, "allreduce,2,1024,256,float,sum,-1,out-of-place,10.500,0.1,0.1,0,");
+  EXPECT_EQ(r2, "allreduce,2,1024,256,float,sum,-1,in-place,9.500,0.11,0.11,,");
+  EXPECT_EQ(r3, "reducescatter,2,1024,128,float,sum,-1,out-of-place,8.500,0.1,0.05,,0.126");
 
   RunInfo info;
   info.coll = "allreduce";
@@ -75,7 +80,9 @@ TEST(Report, WritesCsvAndJson) {
   ASSERT_EQ(writeJson(json, info, recs, 0, 0.105), "");
   std::ifstream j(json);
   nlohmann::json doc = nlohmann::json::parse(j);
-  ASSERT_EQ(doc["results"].size(), 2u);
+  ASSERT_EQ(doc["results"].size(), 3u);
+  EXPECT_FALSE(doc["results"][0].contains("rel_error"));
+  EXPECT_DOUBLE_EQ(doc["results"][2]["rel_error"].get<double>(), 0.126);
   EXPECT_EQ(doc["results"][0]["placement"], "out-of-place");
   EXPECT_EQ(doc["results"][0]["wrong"], 0);
   EXPECT_TRUE(doc["results"][1]["wrong"].is_null());
