@@ -1,4 +1,4 @@
-// quant_probe: the rank program behind bench/quant/*.sh — precision of the
+// quant_probe: the rank program behind bench/quant/*.sh — precision and wire bytes of the
 // quantized collectives (chorusReduceScatterQuantized, chorusAllGatherQuantized,
 // chorusAllReduceQuantized) as a caller sees them, one launch per layout and algorithm.
 //
@@ -21,6 +21,8 @@
 //           repeats its errors, so there the elements of one call are the samples). --data outlier
 //           gives each group one element of 8 and the rest 0.02 + 0.01 N(0,1): below half a
 //           code step, so nearest rounding flushes them to 0 and the sums lose them.
+//   bytes   per rank, the bytes sent and received inside and across hosts during one call
+//           (chorusCommGetStats before and after; consistency headers included).
 // Every result names the algorithm that ran (the statistics' per-algorithm counts), which all
 // ranks must agree on.
 #include <chorus/chorus.h>
@@ -316,10 +318,45 @@ void trialsMode(const Job& job, const std::vector<Item>& items, uint64_t dataSee
   }
 }
 
+// ---- bytes ---------------------------------------------------------------------------------
+
+void bytesMode(const Job& job, const std::vector<Item>& items) {
+  for (const Item& it : items) {
+    std::vector<float> in(job.inputCount(it.coll)), out(job.outputCount(it.coll));
+    for (uint64_t j = 0; j < in.size(); ++j) in[j] = gaussian(7, job.rank, j);
+    const chorusStats_t before = job.stats();
+    job.run(it, in.data(), out.data());
+    const chorusStats_t after = job.stats();
+    const std::string algo = job.ran(it.coll, before, after);
+    uint64_t mine[4] = {0, 0, 0, 0};  // sent intra, sent inter, received intra, received inter
+    for (int t = 0; t < after.numTransports; ++t) {
+      const chorusTransportStats_t& a = after.transports[t];
+      chorusTransportStats_t b{};
+      for (int u = 0; u < before.numTransports; ++u)
+        if (std::strncmp(before.transports[u].name, a.name, sizeof a.name) == 0) b = before.transports[u];
+      mine[0] += a.bytesSentIntraHost - b.bytesSentIntraHost;
+      mine[1] += a.bytesSentInterHost - b.bytesSentInterHost;
+      mine[2] += a.bytesRecvIntraHost - b.bytesRecvIntraHost;
+      mine[3] += a.bytesRecvInterHost - b.bytesRecvInterHost;
+    }
+    std::vector<uint64_t> all(4 * static_cast<size_t>(job.n));
+    ok(chorusAllGather(mine, all.data(), 4, chorusUint64, job.comm, nullptr), "chorusAllGather",
+       job.comm);
+    for (int r = 0; r < job.n; ++r) {
+      const uint64_t* v = &all[4 * static_cast<size_t>(r)];
+      // ...,rank,host,sent_intra,sent_inter,recv_intra,recv_inter
+      job.row(job.prefix("bytes", it, algo) + "," + std::to_string(r) + "," +
+              std::to_string(job.hostOf.empty() ? 0 : job.hostOf[static_cast<size_t>(r)]) + "," +
+              std::to_string(v[0]) + "," + std::to_string(v[1]) + "," + std::to_string(v[2]) +
+              "," + std::to_string(v[3]));
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"quant_probe: precision of chorus's quantized collectives"};
+  CLI::App app{"quant_probe: precision and wire bytes of chorus's quantized collectives"};
   std::string hosts, mode, data = "gaussian";
   uint64_t count = 131072, dataSeed = 1;
   int trials = 64;
@@ -330,8 +367,8 @@ int main(int argc, char** argv) {
   app.add_option("--trials", trials, "trials: calls per item")->check(CLI::Range(1, 1 << 16))->capture_default_str();
   app.add_option("--data", data, "trials: gaussian or outlier")
       ->check(CLI::IsMember({"gaussian", "outlier"}))->capture_default_str();
-  app.add_option("mode", mode, "error or trials")
-      ->required()->check(CLI::IsMember({"error", "trials"}));
+  app.add_option("mode", mode, "error, trials or bytes")
+      ->required()->check(CLI::IsMember({"error", "trials", "bytes"}));
   app.add_option("items", itemTexts, "COLL/QUANT, e.g. rs/int4:256 ag/int8:256")->required();
   CLI11_PARSE(app, argc, argv);
 
@@ -366,6 +403,7 @@ int main(int argc, char** argv) {
 
   if (mode == "error") errorMode(job, items, dataSeed);
   if (mode == "trials") trialsMode(job, items, dataSeed, trials, data);
+  if (mode == "bytes") bytesMode(job, items);
 
   ok(chorusBarrier(job.comm, nullptr), "chorusBarrier", job.comm);
   ok(chorusCommDestroy(job.comm), "chorusCommDestroy");

@@ -2,16 +2,18 @@
 """Markdown tables from the quantized-collective benchmarks (bench/quant/*.sh).
 
     quant_tables.py errors error.csv trials.csv     (error_table.sh)
+    quant_tables.py bytes bytes.csv                 (bytes_table.sh)
 
 The CSV rows of quant_probe start with kind,layout,W,coll,quant,asked,ran,count; layout is
-"flat" or the pretend hosts' sizes joined with "+". Exit status 1 when a check fails: a row
-whose ranks disagree on the algorithm.
+"flat" or the pretend hosts' sizes joined with "+". Exit status 1 when a check fails: a bytes
+row that differs from its formula, or a row whose ranks disagree on the algorithm.
 """
 import argparse
 import csv
 import math
 import sys
 
+HEADER_BYTES = 112  # the consistency header, once per peer of the schedule per call
 
 
 def layout_name(layout, w):
@@ -21,6 +23,16 @@ def layout_name(layout, w):
     if len(set(sizes)) == 1:
         return f"{len(sizes)}x{sizes[0]}"
     return "hosts " + ",".join(sizes)
+
+
+def hosts_of(layout, w):
+    """Per rank, its host; pretend hosts are contiguous ranks."""
+    if layout == "flat":
+        return [0] * w
+    out = []
+    for h, size in enumerate(layout.split("+")):
+        out += [h] * int(size)
+    return out
 
 
 def pct(x):
@@ -205,14 +217,171 @@ def trials(path):
                      ["---"] * 4 + ["---:"] * (len(ks) + 5)))
     return "\n".join(out)
 
+# ---- bytes -------------------------------------------------------------------------------
+
+
+def quant_parts(q):
+    parts = q.split(":")
+    bits = int(parts[0][3:])
+    group = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 256
+    asym = "asym" in parts
+    return bits, group, asym
+
+
+def block(c, bits, group, asym):
+    """Bytes of c elements packed: a record per group, scale (and offset) + codes."""
+    if c == 0:
+        return 0
+    groups = -(-c // group)
+    return groups * (8 if asym else 4) + (c if bits == 8 else -(-c // 2))
+
+
+def even_block(count, parts, i):
+    base, extra = divmod(count, parts)
+    return i * base + min(i, extra), base + (1 if i < extra else 0)
+
+
+def formula(r, hosts):
+    """(payload intra, payload inter, header peers intra, header peers inter, how) of rank r's
+    sends in one call, from the algorithm that ran."""
+    n = len(hosts)
+    rank = int(r["rank"])
+    h = hosts[rank]
+    count = int(r["count"])
+    bits, group, asym = quant_parts(r["quant"])
+    ran, coll = r["ran"], r["coll"]
+    same = [p for p in range(n) if p != rank and hosts[p] == h]
+    other = [p for p in range(n) if hosts[p] != h]
+    H = len(set(hosts))
+    L = n // H
+    hier = ran in ("quant_two_hop", "quant_hier")
+    if coll == "allreduce":
+        groups = -(-count // group)
+        sl = []
+        for p in range(n):
+            gb, gc = even_block(groups, n, p)
+            sl.append(min(count, (gb + gc) * group) - min(count, gb * group))
+        B = [block(c, bits, group, asym) for c in sl]
+    else:
+        B = [block(count, bits, group, asym)] * n
+    local = rank - hosts.index(h)
+
+    def at(hh, k):  # contiguous hosts of L ranks
+        return hh * L + k
+
+    if ran == "quant_ring":
+        nxt, prv = (rank + 1) % n, (rank - 1) % n
+        intra = (n - 1) * B[0] if hosts[nxt] == h else 0
+        inter = (n - 1) * B[0] if hosts[nxt] != h else 0
+        peers = {nxt, prv}
+        return (intra, inter, sum(hosts[p] == h for p in peers), sum(hosts[p] != h for p in peers),
+                "(n-1) B to the next rank")
+    intra = inter = 0
+    how = []
+    if coll in ("reducescatter", "allreduce"):
+        if hier:
+            intra += sum(B[at(hh, k)] for hh in range(H) for k in range(L) if k != local)
+            inter += sum(B[at(hh, local)] for hh in range(H) if hh != h)
+            how.append("RS: (L-1) H B intra, (H-1) B inter")
+        else:
+            intra += sum(B[p] for p in same)
+            inter += sum(B[p] for p in other)
+            how.append("RS: B to each other rank")
+    if coll in ("allgather", "allreduce"):
+        if hier:
+            inter += (H - 1) * B[rank]
+            intra += (L - 1) * sum(B[at(hh, local)] for hh in range(H))
+            how.append("AG: (H-1) B inter, (L-1) H B intra")
+        else:
+            intra += len(same) * B[rank]
+            inter += len(other) * B[rank]
+            how.append("AG: own B to each other rank")
+    if hier:
+        return intra, inter, L - 1, H - 1, "; ".join(how)
+    return intra, inter, len(same), len(other), "; ".join(how)
+
+
+def bytes_tables(args):
+    rows = read(args.bytes_csv, COMMON + ["rank", "host", "s_intra", "s_inter", "r_intra", "r_inter"])
+    failures = []
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["layout"], r["W"], r["coll"], r["quant"], r["asked"]), []).append(r)
+    body = []
+    for key, rs in groups.items():
+        layout, w, coll, quant, asked = key
+        hosts = hosts_of(layout, int(w))
+        ran = {r["ran"] for r in rs}
+        if len(ran) != 1 or "MIXED" in ran or "?" in ran:
+            failures.append(f"{key}: algorithm {ran}")
+            continue
+        sums = [sum(int(r[f]) for r in rs) for f in ("s_intra", "s_inter", "r_intra", "r_inter")]
+        if sums[0] != sums[2] or sums[1] != sums[3]:
+            failures.append(f"{key}: sent {sums[:2]} but received {sums[2:]}")
+        # Ranks with the same measurement and formula share a line.
+        lines = {}
+        for r in rs:
+            pi, pe, hi, he, how = formula(r, hosts)
+            mi, me = int(r["s_intra"]), int(r["s_inter"])
+            good = mi == pi + HEADER_BYTES * hi and me == pe + HEADER_BYTES * he
+            if not good:
+                failures.append(f"{key} rank {r['rank']}: intra {mi} inter {me}, formula "
+                                f"{pi} + {hi} x 112, {pe} + {he} x 112")
+            k = (mi, me, pi, pe, hi, he, good, how)
+            lines.setdefault(k, []).append(r["rank"])
+        for (mi, me, pi, pe, hi, he, good, how), ranks in lines.items():
+            body.append([layout_name(layout, int(w)), coll, quant, f"{short(asked)} → {short(next(iter(ran)))}",
+                         ",".join(ranks), f"{mi - HEADER_BYTES * hi}", f"{pi}", hi,
+                         f"{me - HEADER_BYTES * he}", f"{pe}", he, "yes" if good else "**NO**", how])
+    # Summary: int8:256, the largest per-rank payload inside and across hosts, per algorithm.
+    summary = {}
+    for r in rows:
+        if r["quant"] != "int8:256":
+            continue
+        hosts = hosts_of(r["layout"], int(r["W"]))
+        pi, pe, hi, he, _ = formula(r, hosts)
+        k = (r["layout"], r["W"], r["coll"])
+        cell = summary.setdefault(k, {})
+        a = r["ran"]
+        mi, me = int(r["s_intra"]) - HEADER_BYTES * hi, int(r["s_inter"]) - HEADER_BYTES * he
+        old_i, old_e = cell.get(a, (0, 0))
+        cell[a] = (max(old_i, mi), max(old_e, me))
+    algos = ["quant_direct", "quant_two_hop", "quant_hier", "quant_ring"]
+    sbody = []
+    for (layout, w, coll), cell in summary.items():
+        line = [layout_name(layout, int(w)), coll]
+        for a in algos:
+            line.append(f"{cell[a][0]} / {cell[a][1]}" if a in cell else "—")
+        sbody.append(line)
+    print("Per algorithm that ran, int8:256, count 100000: the most any rank sent inside / across "
+          "hosts in one call (payload; headers subtracted). Every rank of every row below is "
+          "checked against the formula.\n")
+    print(table(["layout", "coll"] + [short(a) for a in algos], sbody, ["---", "---"] + ["---:"] * 4))
+    print()
+    print(f"Bytes each rank sent during one call (chorusCommGetStats before and after), count "
+          f"{rows[0]['count']} elements (per rank for reduce-scatter and all-gather; the whole "
+          f"vector for all-reduce). \"measured\" is the statistics minus the consistency headers, "
+          f"{HEADER_BYTES} B to each peer of the schedule (\"hdr peers\"); \"formula\" is the "
+          f"schedule's payload: a block of c elements is ceil(c/g) records of a 4-byte scale "
+          f"(8 asymmetric) and c (int8) or ceil(c/2) (int4) code bytes. Rows of ranks with the "
+          f"same numbers are merged. Received bytes equal sent bytes in total in every row.\n")
+    print(table(["layout", "coll", "config", "asked → ran", "ranks", "intra measured", "intra formula",
+                 "hdr peers", "inter measured", "inter formula", "hdr peers", "exact", "formula"], body,
+                ["---"] * 5 + ["---:"] * 6 + ["---", "---"]))
+    if failures:
+        print("\nMISMATCHES:\n" + "\n".join("- " + f for f in failures))
+    return 1 if failures else 0
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="what", required=True)
     e = sub.add_parser("errors")
     e.add_argument("error_csv")
     e.add_argument("trials_csv", nargs="?")
+    b = sub.add_parser("bytes")
+    b.add_argument("bytes_csv")
     args = p.parse_args()
-    return {"errors": errors}[args.what](args)
+    return {"errors": errors, "bytes": bytes_tables}[args.what](args)
 
 
 if __name__ == "__main__":
