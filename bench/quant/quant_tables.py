@@ -3,6 +3,7 @@
 
     quant_tables.py errors error.csv trials.csv     (error_table.sh)
     quant_tables.py bytes bytes.csv                 (bytes_table.sh)
+    quant_tables.py speed speed.csv --size 64M --ag-size 64M   (netns_speed.sh)
 
 The CSV rows of quant_probe start with kind,layout,W,coll,quant,asked,ran,count; layout is
 "flat" or the pretend hosts' sizes joined with "+". Exit status 1 when a check fails: a bytes
@@ -11,6 +12,7 @@ row that differs from its formula, or a row whose ranks disagree on the algorith
 import argparse
 import csv
 import math
+import statistics
 import sys
 
 HEADER_BYTES = 112  # the consistency header, once per peer of the schedule per call
@@ -372,6 +374,160 @@ def bytes_tables(args):
         print("\nMISMATCHES:\n" + "\n".join("- " + f for f in failures))
     return 1 if failures else 0
 
+# ---- speed -------------------------------------------------------------------------------
+
+
+def size_bytes(s):
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(s[:-1]) * mult[s[-1]] if s[-1] in mult else int(s)
+
+
+def rate_bps(rate):
+    if rate in ("none", "shm"):
+        return None
+    for unit, m in (("gbit", 1e9), ("mbit", 1e6)):
+        if rate.endswith(unit):
+            return float(rate[: -len(unit)]) * m
+    raise ValueError(rate)
+
+
+def rate_label(rate):
+    return {"none": "no limit", "shm": "one host (shm)"}.get(rate, rate)
+
+
+def speed(args):
+    rows = read(args.speed_csv, ["rate", "coll", "config", "rep", "us", "ran", "load"])
+    runs, ran, loads = {}, {}, {}
+    for r in rows:
+        key = (r["rate"], r["coll"], r["config"])
+        runs.setdefault(key, []).append(float(r["us"]))
+        ran.setdefault(key, set()).add(r["ran"])
+        loads.setdefault(key, []).append(float(r["load"] or "nan"))
+    med = {k: statistics.median(v) for k, v in runs.items()}
+    rates = []
+    for r in rows:
+        if r["rate"] not in rates:
+            rates.append(r["rate"])
+    limited = [r for r in rates if rate_bps(r)]
+    n, L, H = 4, 2, 2
+    recv = size_bytes(args.size) // 4 // n  # reduce-scatter recvcount (float32)
+    out = []
+
+    def best(rate, coll, prefix):
+        cands = [(med[k], k[2]) for k in med if k[0] == rate and k[1] == coll and k[2].startswith(prefix)]
+        return min(cands) if cands else (None, None)
+
+    def ms(us):
+        return f"{us / 1000:.1f}" if us >= 1000 else f"{us / 1000:.2f}"
+
+    # Bytes each host sends over its link per call (payload, from the schedules).
+    wire = {"fp32 hier": L * (H - 1) * recv * 4,
+            "fp32 ring": (n - 1) * recv * 4,  # the host-aware ring: n-1 slices cross each boundary
+            "int4": L * (H - 1) * block(recv, 4, 256, False),
+            "int8": L * (H - 1) * block(recv, 8, 256, False)}
+
+    out.append(f"### Reduce-scatter, 2 hosts x 2 ranks, {args.size} float32 input per rank\n")
+    out.append("Medians in ms per call, the runs in job order; speed-up = the best fp32 median at "
+               "that link / this median; load = the machine's 1-minute load average before each "
+               "job (median; 4 ranks alone make about 4).\n")
+    body = []
+    for rate in rates:
+        bf, bname = best(rate, "reducescatter", "fp32")
+        for cfg in ("fp32 tuned", "fp32 hier", "fp32 ring", "int4", "int8"):
+            k = (rate, "reducescatter", cfg)
+            if k not in med:
+                continue
+            body.append([rate_label(rate), cfg, ",".join(sorted(ran[k])), ms(med[k]),
+                         " ".join(ms(x) for x in runs[k]),
+                         f"{bf / med[k]:.2f}x" + (" (best fp32)" if cfg == bname else ""),
+                         f"{statistics.median(loads[k]):.1f}"])
+    out.append(table(["link", "config", "ran", "median ms", "runs ms", "speed-up vs best fp32", "load"],
+                     body, ["---", "---", "---", "---:", "---:", "---:", "---:"]))
+
+    out.append("\n### Where the time goes (reduce-scatter)\n")
+    out.append("wire = the bytes each host sends over its link per call (payload, from the schedule; "
+               "TCP/IP framing adds ~4.5% at a 1500-byte MTU) / the rate. \"no limit\": no tbf, the "
+               "wire is TCP over veth on the same two cores as the ranks. \"effective\" = those bytes "
+               "/ the no-limit median.\n")
+    body = []
+    for cfg in ("fp32 hier", "fp32 ring", "int4", "int8"):
+        line = [cfg, f"{wire[cfg] / 2**20:.2f} MiB"]
+        for rate in limited:
+            k = (rate, "reducescatter", cfg)
+            w_ms = wire[cfg] / (rate_bps(rate) / 8) * 1e3
+            line.append(f"{ms(med[k])} (wire {w_ms:.1f})" if k in med else "—")
+        k = ("none", "reducescatter", cfg)
+        line.append(f"{ms(med[k])} ({wire[cfg] * 8 / (med[k] * 1e-6) / 1e9:.2f} Gbit/s)" if k in med else "—")
+        body.append(line)
+    out.append(table(["config", "bytes per host link"] + [f"{r}: ms (wire ms)" for r in limited]
+                     + ["no limit: ms (effective)"], body))
+
+    # Where quantization stops paying: fp32's time ~ its time without a network (shm) + its wire
+    # bytes / R; the quantized time ~ its no-limit time (mostly work, its wire is small). Equal at
+    # R* = fp32 wire bits / (quantized no-limit - fp32 shm).
+    f_shm, f_shm_name = best("shm", "reducescatter", "fp32")
+    notes = []
+    for cfg in ("int4", "int8"):
+        q_none = med.get(("none", "reducescatter", cfg))
+        q_shm = med.get(("shm", "reducescatter", cfg))
+        if q_none and f_shm and q_none <= f_shm:
+            notes.append(f"{cfg}: {ms(q_none)} ms without a limit, faster than fp32 with no network at "
+                         f"all ({f_shm_name} on one host over shm, {ms(f_shm)} ms): it pays at every link "
+                         f"rate on this machine" + (f"; on one host quant_direct takes {ms(q_shm)} ms"
+                                                    if q_shm else ""))
+        elif q_none and f_shm:
+            rstar = wire["fp32 hier"] * 8 / ((q_none - f_shm) * 1e-6)
+            notes.append(f"{cfg}: {ms(q_none)} ms without a limit against fp32's {ms(f_shm)} ms on one "
+                         f"host (shm) → pays while the link moves less than ~{rstar / 1e9:.1f} Gbit/s per "
+                         f"host (fp32 hier's {wire['fp32 hier'] / 2**20:.0f} MiB in the {ms(q_none - f_shm)} ms "
+                         f"difference)" + (f"; on one host quant_direct takes {ms(q_shm)} ms, "
+                                          f"{q_shm / f_shm:.1f}x fp32's" if q_shm else ""))
+    if notes:
+        out.append("\nWhere quantization stops paying (fp32 ≈ its one-host time + its wire bytes / rate; "
+                   "quantized ≈ its no-limit time):\n")
+        out.append("\n".join("- " + x for x in notes))
+
+    ag_rates = [r for r in rates if any(k[0] == r and k[1] == "allgather" for k in med)]
+    if ag_rates:
+        out.append(f"\n### All-gather (qwZ), 2 hosts x 2 ranks, {args.ag_size} float32 output per rank\n")
+        body = []
+        for rate in ag_rates:
+            f32, _ = best(rate, "allgather", "fp32")
+            b16, _ = best(rate, "allgather", "bf16")
+            for cfg in ("fp32 tuned", "fp32 hier", "fp32 ring", "bf16 tuned", "bf16 hier", "bf16 ring", "int8"):
+                k = (rate, "allgather", cfg)
+                if k not in med:
+                    continue
+                body.append([rate_label(rate), cfg, ",".join(sorted(ran[k])), ms(med[k]),
+                             " ".join(ms(x) for x in runs[k]), f"{f32 / med[k]:.2f}x", f"{b16 / med[k]:.2f}x",
+                             f"{statistics.median(loads[k]):.1f}"])
+        out.append(table(["link", "config", "ran", "median ms", "runs ms", "vs best fp32", "vs best bf16", "load"],
+                         body, ["---", "---", "---", "---:", "---:", "---:", "---:", "---:"]))
+
+    out.append("\n### Targets\n")
+    t = []
+    for rate in limited:
+        bf, bname = best(rate, "reducescatter", "fp32")
+        for cfg, goal in (("int4", 3.5), ("int8", 2.0)):
+            k = (rate, "reducescatter", cfg)
+            if k in med and bf:
+                sp = bf / med[k]
+                t.append(f"- {rate} reduce-scatter {cfg}: {sp:.2f}x vs best fp32 ({bname}), target >= {goal}x: "
+                         f"{'met' if sp >= goal else 'MISSED'}")
+    for rate in ag_rates:
+        k = (rate, "allgather", "int8")
+        f32, f32n = best(rate, "allgather", "fp32")
+        b16, b16n = best(rate, "allgather", "bf16")
+        if k in med:
+            for base, name, goal in ((b16, b16n, 1.6), (f32, f32n, 3.0)):
+                sp = base / med[k]
+                t.append(f"- {rate} all-gather int8: {sp:.2f}x vs {name}, target >= {goal}x: "
+                         f"{'met' if sp >= goal else 'MISSED'}")
+    out.append("\n".join(t))
+    print("\n".join(out))
+    return 0
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="what", required=True)
@@ -380,8 +536,12 @@ def main():
     e.add_argument("trials_csv", nargs="?")
     b = sub.add_parser("bytes")
     b.add_argument("bytes_csv")
+    s = sub.add_parser("speed")
+    s.add_argument("speed_csv")
+    s.add_argument("--size", default="64M")
+    s.add_argument("--ag-size", default="64M")
     args = p.parse_args()
-    return {"errors": errors, "bytes": bytes_tables}[args.what](args)
+    return {"errors": errors, "bytes": bytes_tables, "speed": speed}[args.what](args)
 
 
 if __name__ == "__main__":
