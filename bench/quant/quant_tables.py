@@ -429,7 +429,7 @@ def speed(args):
     out.append(f"### Reduce-scatter, 2 hosts x 2 ranks, {args.size} float32 input per rank\n")
     out.append("Medians in ms per call, the runs in job order; speed-up = the best fp32 median at "
                "that link / this median; load = the machine's 1-minute load average before each "
-               "job (median; 4 ranks alone make about 4).\n")
+               "job (median), which tells runs on a busy machine apart.\n")
     body = []
     for rate in rates:
         bf, bname = best(rate, "reducescatter", "fp32")
