@@ -7,9 +7,10 @@
 //   - Chunks are whole groups (quantChunkElems), so the packed chunks of a slice laid end to
 //     end are the packed slice, and the bytes of a result never depend on the chunk size.
 //   - Stream indices (the element index stochastic rounding is keyed by) never repeat within a
-//     call: the first quantization of rank r's element i uses r*N + i, and each later
-//     re-quantization stage k uses (n + k)*N + i, N being the elements of one rank's input
-//     (QuantBuild::stream). Ranks and stages therefore round independently.
+//     call: stage k (0: the first quantization, then each re-quantization) of element i on rank
+//     r uses (k*n + r)*N + i, N being the elements of one rank's input (QuantBuild::stream).
+//     Ranks and stages therefore round independently (two hosts re-quantizing the same element
+//     with one random number would correlate their errors, which then grow with the hosts).
 //   - Sums are taken in a fixed order (sources in rank, local-rank or host order), so a result is
 //     a deterministic function of the inputs (and the seed).
 //   - Every result passes through quantization, one rank included (n = 1 gives D(Q(x))), so a
@@ -79,7 +80,7 @@ struct QuantBuild {
 
   // A new scratch region of `bytes`; returns its offset.
   uint64_t alloc(uint64_t bytes);
-  // The stream index of element i in stage `stage` (0: rank `who`'s first quantization).
+  // The stream index of element i in stage `stage` on rank `who` (0: the first quantization).
   uint64_t stream(uint64_t stage, int who, uint64_t i) const;
   uint64_t maxChunks() const;
   // The call-type range of elements `b` of buffer `buf` (the input: this rank's flat input).

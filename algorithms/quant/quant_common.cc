@@ -40,8 +40,7 @@ uint64_t QuantBuild::alloc(uint64_t bytes) {
 }
 
 uint64_t QuantBuild::stream(uint64_t stage, int who, uint64_t i) const {
-  const uint64_t nn = static_cast<uint64_t>(n);
-  return (stage == 0 ? static_cast<uint64_t>(who) : nn + stage - 1) * N + i;
+  return (stage * static_cast<uint64_t>(n) + static_cast<uint64_t>(who)) * N + i;
 }
 
 uint64_t QuantBuild::maxChunks() const {

@@ -7,7 +7,9 @@
 // numbers are tested by tests/multiproc/quantized_test.cc.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "algorithms/registry.h"
@@ -148,6 +150,35 @@ TEST(QuantRegistry, TwoHopBuildsItsOneHopFormWhereHostsAreNotEqual) {
   EXPECT_EQ(makeSchedule(*a, d, 0, 6).algo, "quant_two_hop");
   d.hostOf = {0, 1, 2, 3};  // one rank per host
   EXPECT_EQ(makeSchedule(*a, d, 0, 4).algo, "quant_direct");
+}
+
+// Stochastic rounding keys each element's random number by its stream index: no two encoding
+// steps of one call, on any ranks, may use the same index (else their rounding errors are
+// correlated and stop averaging out).
+TEST(QuantRegistry, StreamIndicesNeverRepeatWithinACall) {
+  for (const AlgoInfo* a : allAlgorithms()) {
+    if (!a->quantized) continue;
+    for (const std::vector<int>& hosts :
+         {std::vector<int>{}, std::vector<int>{0, 0, 1, 1, 2, 2}, std::vector<int>{0, 1, 0, 1, 0, 1}}) {
+      CollDesc d;
+      d.coll = a->coll;
+      d.count = 40;
+      d.chunkBytes = 16 * 4;  // several chunks
+      d.hostOf = hosts;
+      d.quant = kernels::QuantConfig{.bits = 4, .groupSize = 8, .stochastic = true};
+      std::vector<std::pair<uint64_t, uint64_t>> used;  // [index, index + count)
+      for (int r = 0; r < 6; ++r)
+        for (const sched::Step& s : makeSchedule(*a, d, r, 6).steps)
+          if (s.kind == sched::StepKind::kQuantize || s.kind == sched::StepKind::kRequantize)
+            used.push_back({s.quant.index, s.quant.index + s.quant.count});
+      std::sort(used.begin(), used.end());
+      ASSERT_FALSE(used.empty()) << a->name;
+      for (size_t k = 1; k < used.size(); ++k)
+        ASSERT_LE(used[k - 1].second, used[k].first)
+            << collName(a->coll) << ":" << a->name << " hosts " << hosts.size()
+            << ": two encodings share stream indices from " << used[k].first;
+    }
+  }
 }
 
 // Inter-host bytes per rank: what the 2-hop schedule sends across hosts is H-1 blocks, a
