@@ -19,17 +19,10 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-[ $# -ge 1 ] || { awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"; exit 2; }
-build=$(cd "$1" && pwd)
-out=${2:-$(mktemp -d /tmp/quant_bytes.XXXXXX)}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
+. "$here/common.sh"
+quant_setup bytes_table bench/quant/quant_probe "$@"
+probe=$tool
 count=${COUNT:-100000}
-run=$build/tools/chorus-run/chorus-run
-probe=$build/bench/quant/quant_probe
-for f in "$run" "$probe"; do
-  [ -x "$f" ] || { echo "bytes_table: $f not built (ninja -C $build chorus-run quant_probe)" >&2; exit 1; }
-done
 
 layouts=("flat|4|" "2x2|4|2,2" "3x2|6|2,2,2" "2+1+3|6|2,1,3" "4x1|4|1,1,1,1")
 configs=(int4:256 int8:256 int8:256:asym)

@@ -28,18 +28,11 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-[ $# -ge 1 ] || { awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"; exit 2; }
-build=$(cd "$1" && pwd)
-out=${2:-$(mktemp -d /tmp/quant_error.XXXXXX)}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
+. "$here/common.sh"
+quant_setup error_table bench/quant/quant_probe "$@"
+probe=$tool
 count=${COUNT:-131072}
 trials=${TRIALS:-64}
-run=$build/tools/chorus-run/chorus-run
-probe=$build/bench/quant/quant_probe
-for f in "$run" "$probe"; do
-  [ -x "$f" ] || { echo "error_table: $f not built (ninja -C $build chorus-run quant_probe)" >&2; exit 1; }
-done
 
 # name|W|--hosts value (empty: flat)
 layouts=(

@@ -33,11 +33,9 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-[ $# -ge 1 ] || { awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"; exit 2; }
-build=$(cd "$1" && pwd)
-out=${2:-$(mktemp -d /tmp/quant_speed.XXXXXX)}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
+. "$here/common.sh"
+quant_setup netns_speed tools/chorus-perf/chorus-perf "$@"
+perf=$tool
 reps=${REPS:-5}
 hosts=2,2
 rates=${RATES:-1gbit 10gbit}
@@ -47,11 +45,6 @@ ag_size=${AG_SIZE:-64M}
 iters=${ITERS:-5}
 warmup=${WARMUP:-2}
 run_job=$here/../../tests/netns/run_job.sh
-run=$build/tools/chorus-run/chorus-run
-perf=$build/tools/chorus-perf/chorus-perf
-for f in "$run" "$perf"; do
-  [ -x "$f" ] || { echo "netns_speed: $f not built (ninja -C $build chorus-run chorus-perf)" >&2; exit 1; }
-done
 [ "$(id -u)" = 0 ] || { echo "netns_speed: needs root (network namespaces)" >&2; exit 77; }
 
 half() {  # half of a size like 64M -> 32M
