@@ -402,7 +402,7 @@ chorusResult_t quantizedImpl(sched::Coll coll, const void* s, void* r, size_t co
   a.coll = coll;
   a.send = s, a.recv = r, a.count = count, a.dtype = dt;
   a.userOp = reduces ? static_cast<int>(op) : -1;
-  a.quant = c.value();
+  a.quant = std::make_shared<const chorus::kernels::QuantConfig>(c.value());
   return doCollective(comm, std::move(a), req);
 }
 

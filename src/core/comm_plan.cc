@@ -31,7 +31,7 @@ sched::CollDesc Communicator::describe(const CollArgs& a, bool inPlace) const {
     d.recvDispls = a.v->recvDispls;
   }
   d.window = agreed_.window;
-  d.quant = a.quant;
+  if (a.quant) d.quant = *a.quant;
   return d;
 }
 

@@ -122,7 +122,7 @@ Status Communicator::runNow(const CollArgs& a) {
   id.userOp = a.userOp;
   id.root = a.root;
   id.seq = ++collSeq_;
-  id.quant = a.quant ? &*a.quant : nullptr;
+  id.quant = a.quant.get();
   exec::Bindings& bind = bindings_;
   bind.buf.resize(sched::kFirstUserBuf);
   bind.bytes.resize(sched::kFirstUserBuf);

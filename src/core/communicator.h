@@ -21,7 +21,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -61,8 +60,9 @@ struct CollArgs {
     std::vector<uint64_t> sendCounts, sendDispls, recvCounts, recvDispls;
   };
   std::shared_ptr<const Counts> v;
-  /// Quantized collectives (reduce-scatter, all-gather, all-reduce): the validated config.
-  std::optional<kernels::QuantConfig> quant;
+  /// Quantized collectives (reduce-scatter, all-gather, all-reduce): the validated config
+  /// (null otherwise; behind a pointer like `v`, so the other calls' requests stay small).
+  std::shared_ptr<const kernels::QuantConfig> quant;
 };
 
 /// One point-to-point operation (a group of them runs as one plan).
