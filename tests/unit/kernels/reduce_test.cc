@@ -60,7 +60,9 @@ class Buffer {
     data_ = storage_.data() + ((64 - base % 64) % 64) + offset;
   }
   void* data() { return data_; }
-  void fill(const std::vector<T>& v) { std::memcpy(data_, v.data(), v.size() * sizeof(T)); }
+  void fill(const std::vector<T>& v) {
+    if (!v.empty()) std::memcpy(data_, v.data(), v.size() * sizeof(T));  // v.data() may be null
+  }
   T at(size_t i) const {
     T x;
     std::memcpy(&x, data_ + i * sizeof(T), sizeof(T));
