@@ -55,7 +55,10 @@ typedef enum {
   chorusBfloat16 = 9,
   chorusFloat8e4m3 = 10,
   chorusFloat8e5m2 = 11,
-  chorusNumTypes = 12
+  chorusNumTypes = 12,
+  /* Not a type: makes every 32-bit value a value of the enum, so a bad one that a caller passes
+   * reaches the library's check (C++ may not even load an enum outside its range). */
+  chorusMaxDataType = 0x7fffffff
 } chorusDataType_t;
 
 /// Reduction operators. Values >= chorusNumOps are created with chorusRedOpCreatePreMulSum and
