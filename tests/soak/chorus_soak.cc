@@ -353,23 +353,14 @@ class Rank {
     }
     switch (p.kind) {
       case Kind::kAllReduce:
-        p.out.assign(c * es, kPoison);
-        if (p.inPlace) {
-          fill(p, p.out, 0, c, rank_, 0);
-        } else {
-          p.in.resize(c * es);
-          fill(p, p.in, 0, c, rank_, 0);
-        }
-        break;
       case Kind::kBroadcast:
+        // Poisoned output; this rank's input in it (in place) or beside it — for a broadcast
+        // only on the root.
         p.out.assign(c * es, kPoison);
-        if (rank_ == p.root) {
-          if (p.inPlace) {
-            fill(p, p.out, 0, c, rank_, 0);
-          } else {
-            p.in.resize(c * es);
-            fill(p, p.in, 0, c, rank_, 0);
-          }
+        if (p.kind == Kind::kAllReduce || rank_ == p.root) {
+          std::vector<uint8_t>& input = p.inPlace ? p.out : p.in;
+          input.resize(c * es);
+          fill(p, input, 0, c, rank_, 0);
         }
         break;
       case Kind::kReduce:
