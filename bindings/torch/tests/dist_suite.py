@@ -38,6 +38,32 @@ class TestDist(TestDistBackend, DistributedTest._DistTestBase):
         super().setUp()
         self._spawn_processes()
 
+    @classmethod
+    def _run(cls, rank, test_name, file_name, pipe):
+        # TestDistBackend._run turns on DDP's experimental ReplicatedTensor mode first, which
+        # imports torch.distributed._shard: that fails under Debian's Python 3.11 with torch 1.13
+        # (a dataclass with a mutable default), for gloo as much as for chorus. Everything else
+        # it does is done here the same way; DDP runs in its ordinary mode.
+        import torch.distributed as dist
+        from datetime import timedelta
+        from torch.testing._internal.distributed.distributed_test import CUSTOM_PG_TIMEOUT
+        from torch.distributed.distributed_c10d import default_pg_timeout
+
+        self = cls(test_name)
+        self.rank = rank
+        self.file_name = file_name
+        timeout = CUSTOM_PG_TIMEOUT.get(test_name, default_pg_timeout)
+        if not isinstance(timeout, timedelta):
+            timeout = timedelta(seconds=timeout)
+        dist.init_process_group(init_method=self.init_method, backend=BACKEND,
+                                world_size=int(self.world_size), rank=self.rank,
+                                timeout=timeout)
+        self._barrier()
+        self.run_test(test_name, pipe)
+        self._barrier()
+        dist.destroy_process_group()
+        sys.exit(0)
+
 
 def all_test_names():
     return sorted(n for n in dir(TestDist) if n.startswith("test_"))
