@@ -264,11 +264,10 @@ chorusQuantConfig_t QuantOptions::config() const {
 // ---- Work -----------------------------------------------------------------------------------
 
 ChorusWork::ChorusWork(ProcessGroupChorus* pg, int rank, c10d::OpType type,
-                       std::vector<at::Tensor> outputs, std::chrono::milliseconds timeout)
+                       std::vector<at::Tensor> outputs)
     : c10d::Work(rank, type),
       pg_(pg),
       outputs_(std::move(outputs)),
-      timeout_(timeout),
       future_(c10::make_intrusive<c10::ivalue::Future>(
           c10::ListType::create(c10::TensorType::get()))) {}
 
@@ -371,7 +370,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::enqueue(
     std::function<void()> after, bool p2p) {
   checkUsable();
   if (!p2p) ++seq_;
-  auto work = c10::make_intrusive<ChorusWork>(this, rank_, type, std::move(outputs), timeout);
+  auto work = c10::make_intrusive<ChorusWork>(this, rank_, type, std::move(outputs));
   Op op{work, std::move(run), std::move(after), Clock::now(), timeout, p2p,
         !p2p && bytes >= kUrgentBytes};
   bool wake;

@@ -50,8 +50,7 @@ class ProcessGroupChorus;
 /// output tensors.
 class ChorusWork : public c10d::Work {
  public:
-  ChorusWork(ProcessGroupChorus* pg, int rank, c10d::OpType type, std::vector<at::Tensor> outputs,
-             std::chrono::milliseconds timeout);
+  ChorusWork(ProcessGroupChorus* pg, int rank, c10d::OpType type, std::vector<at::Tensor> outputs);
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
   std::vector<at::Tensor> result() override { return outputs_; }
@@ -63,7 +62,6 @@ class ChorusWork : public c10d::Work {
 
   ProcessGroupChorus* pg_;  // the group outlives its work: its destructor drains the queue
   std::vector<at::Tensor> outputs_;
-  std::chrono::milliseconds timeout_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
