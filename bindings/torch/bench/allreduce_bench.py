@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""torch.distributed.all_reduce through the chorus backend, against gloo and chorus-perf.
+
+  allreduce_bench.py --build build [--reps 5] [--ranks 2,4] [--out DIR]
+
+Per repetition, every configuration runs once, in an order rotated each repetition
+(interleaved): chorus-perf (blocking calls, -z 1: what the backend calls; in-place column),
+then torch.distributed.all_reduce(t) (synchronous, in place, float32 sum) with
+backend="chorus" and with backend="gloo" — same sizes, same iteration counts, one process per
+rank. A run's time is the mean per call over its timed iterations after warm-up (chorus-perf's
+definition); the tables show the median over repetitions, busbw = size/time * 2(n-1)/n.
+Writes raw.csv and tables.md to --out and prints the tables.
+"""
+import argparse
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+SIZES = [8, 1 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20]
+
+
+def iters_for(size):
+    if size <= 1 << 10:
+        return 2000, 200
+    if size <= 64 << 10:
+        return 500, 50
+    if size <= 1 << 20:
+        return 100, 10
+    if size <= 16 << 20:
+        return 20, 3
+    return 5, 2
+
+
+def fmt_size(b):
+    for unit, k in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if b >= k:
+            return f"{b // k} {unit}"
+    return f"{b} B"
+
+
+def worker(args):
+    import torch
+    import torch.distributed as dist
+
+    if args.backend == "chorus":
+        import chorus_torch  # noqa: F401
+    dist.init_process_group(args.backend, init_method="file://" + args.init_file,
+                            rank=args.rank, world_size=args.world_size)
+    out = {}
+    for size in SIZES:
+        n, w = iters_for(size)
+        t = torch.ones(max(size // 4, 1), dtype=torch.float32)
+        for _ in range(w):
+            dist.all_reduce(t)
+        dist.barrier()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            dist.all_reduce(t)
+        out[size] = (time.perf_counter() - t0) / n * 1e6
+        # values stay finite (ones times world size per call) only while they fit; reset
+        t.fill_(1.0)
+    if args.rank == 0:
+        with open(args.result, "w") as f:
+            json.dump(out, f)
+    dist.destroy_process_group()
+
+
+def run_torch(backend, ranks, tmp):
+    init = os.path.join(tmp, f"init_{backend}_{time.monotonic_ns()}")
+    result = os.path.join(tmp, f"res_{backend}.json")
+    procs = [subprocess.Popen([PYTHON, os.path.abspath(__file__), "--worker", "--backend",
+                               backend, "--rank", str(r), "--world-size", str(ranks),
+                               "--init-file", init, "--result", result])
+             for r in range(ranks)]
+    codes = [p.wait(timeout=900) for p in procs]
+    if any(codes):
+        sys.exit(f"torch {backend} at {ranks} ranks failed: {codes}")
+    with open(result) as f:
+        return {int(k): v for k, v in json.load(f).items()}
+
+
+def run_perf(build, ranks, tmp):
+    out = {}
+    for size in SIZES:
+        n, w = iters_for(size)
+        path = os.path.join(tmp, "perf.csv")
+        cmd = [os.path.join(build, "tools/chorus-run/chorus-run"), "-n", str(ranks),
+               os.path.join(build, "tools/chorus-perf/chorus-perf"), "-b", str(size), "-e",
+               str(size), "-n", str(n), "-w", str(w), "-z", "1", "-c", "1", "--csv", path]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, timeout=900)
+        with open(path) as f:
+            for row in csv.DictReader(f):
+                if row["placement"] == "in-place":
+                    out[size] = float(row["time_us"])
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--build", default="build")
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--ranks", default="2,4")
+    p.add_argument("--out")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--backend", help=argparse.SUPPRESS)
+    p.add_argument("--rank", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--world-size", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--init-file", help=argparse.SUPPRESS)
+    p.add_argument("--result", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.worker:
+        worker(args)
+        return 0
+    build = os.path.abspath(args.build)
+    out_dir = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
+                                       time.strftime("%Y%m%d-%H%M%S"))
+    os.makedirs(out_dir, exist_ok=True)
+    systems = ["chorus-perf", "torch+chorus", "torch+gloo"]
+    raw = []  # (rep, ranks, system, size, time_us)
+    with tempfile.TemporaryDirectory() as tmp:
+        for rep in range(args.reps):
+            for ranks in [int(r) for r in args.ranks.split(",")]:
+                order = systems[rep % 3:] + systems[:rep % 3]
+                for system in order:
+                    if system == "chorus-perf":
+                        res = run_perf(build, ranks, tmp)
+                    else:
+                        res = run_torch(system.split("+")[1], ranks, tmp)
+                    for size, t in res.items():
+                        raw.append((rep, ranks, system, size, t))
+                    print(f"rep {rep} ranks {ranks} {system} done", file=sys.stderr, flush=True)
+    with open(os.path.join(out_dir, "raw.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["rep", "ranks", "system", "bytes", "time_us"])
+        w.writerows(raw)
+    lines = []
+    for ranks in sorted({r[1] for r in raw}):
+        lines += [f"\n{ranks} ranks, float32 sum, in place; median of {args.reps} interleaved runs",
+                  "",
+                  "| size | chorus-perf µs | busbw GB/s | torch+chorus µs | busbw GB/s | vs chorus-perf | torch+gloo µs | busbw GB/s |",
+                  "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for size in SIZES:
+            med = {s: statistics.median(t for (_, n, sy, sz, t) in raw
+                                        if n == ranks and sy == s and sz == size)
+                   for s in systems}
+            bw = {s: size / med[s] / 1e3 * 2 * (ranks - 1) / ranks for s in systems}
+            if size < 1 << 20:
+                rel = f"{med['torch+chorus'] - med['chorus-perf']:+.1f} µs"
+            else:
+                rel = f"{100 * bw['torch+chorus'] / bw['chorus-perf']:.0f}% busbw"
+            lines.append(f"| {fmt_size(size)} | {med['chorus-perf']:.1f} | "
+                         f"{bw['chorus-perf']:.3f} | {med['torch+chorus']:.1f} | "
+                         f"{bw['torch+chorus']:.3f} | {rel} | {med['torch+gloo']:.1f} | "
+                         f"{bw['torch+gloo']:.3f} |")
+    text = "\n".join(lines)
+    with open(os.path.join(out_dir, "tables.md"), "w") as f:
+        f.write(text + "\n")
+    print(text)
+    print(f"\nresults in {out_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
