@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """DDP training with the chorus backend.
 
-  PYTHONPATH=build/bindings/torch torchrun --nproc_per_node 4 bindings/torch/example.py
+  PYTHONPATH=build/bindings/torch torchrun --redirects 2 --tee 2 --nproc_per_node 4 \
+      bindings/torch/example.py
+
+(--redirects/--tee work around Debian torchrun 1.13's failure under Python 3.11.)
 
 or without torchrun, one process per rank, with torch's usual variables:
 

@@ -118,6 +118,12 @@ def main():
         worker(args)
         return 0
     build = os.path.abspath(args.build)
+    pkg = os.path.join(build, "bindings/torch")
+    os.environ["PYTHONPATH"] = pkg + (":" + os.environ["PYTHONPATH"]
+                                      if os.environ.get("PYTHONPATH") else "")
+    # One intra-op thread per rank, as torchrun sets: torch's OpenMP workers otherwise spin
+    # after each parallel op and take the cores the ranks need (2-core machine, 2-4 ranks).
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
     out_dir = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
                                        time.strftime("%Y%m%d-%H%M%S"))
     os.makedirs(out_dir, exist_ok=True)
