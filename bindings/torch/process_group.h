@@ -9,7 +9,9 @@
 //   - the group's progress thread, for work nobody waits on (DDP waits on getFuture(), never
 //     wait()): it runs an operation at once when it is large (worth a wake-up: it should overlap
 //     the backward pass), otherwise once it has stayed queued for kGraceUs — long enough that a
-//     caller about to wait gets it first, short enough for DDP's small buckets.
+//     caller about to wait gets it first, short enough for DDP's small buckets. While callers
+//     take every operation themselves, the thread's tick backs off (up to 4 ms) and large
+//     operations stop waking it: its wake-ups would preempt the ranks (process_group.cc).
 // Whoever runs an operation completes its Work and its future (the output tensors), so the
 // future is completed by the group's own progress even when nobody calls wait().
 //
@@ -180,6 +182,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
   std::deque<Op> queue_;
   bool stopping_ = false;
   bool idle_ = false;  // the progress thread sleeps until woken
+  std::chrono::microseconds tick_{500};  // its period while work arrives (process_group.cc)
   std::chrono::steady_clock::time_point lastPost_;
   std::mutex errorMu_;
   std::string error_;  // the first failure; empty while healthy
