@@ -18,9 +18,11 @@ struct Registry {
   bool sorted = true;
 };
 
+// Never destroyed: a progress or heartbeat thread may still look algorithms up while a program
+// that did not destroy its communicators runs its static destructors in exit().
 Registry& registry() {
-  static Registry r;
-  return r;
+  static Registry* r = new Registry();
+  return *r;
 }
 
 // The registry's sorted entries. Registrations all happen during static initialization, before

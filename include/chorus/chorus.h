@@ -235,6 +235,14 @@ chorusResult_t chorusCommSplit(chorusComm_t comm, int color, int key, chorusComm
 #define CHORUS_SPLIT_HOST 1
 #define CHORUS_SPLIT_NUMA 2
 chorusResult_t chorusCommSplitType(chorusComm_t comm, int type, int key, chorusComm_t* newcomm);
+/// Called by every rank of `comm` that is not in excludeRanks[0..excludeCount) (typically the
+/// ranks a failure named), all with the same list: a new communicator of those ranks, in the same
+/// order. It does not use `comm`'s connections, so it works after `comm` has failed; it meets
+/// the other ranks again through the job's bootstrap store, so the process serving that store
+/// (the caller of chorusGetUniqueId, or rank 0 with chorusCommInitFromEnv) must not be excluded.
+/// `comm` is left as it was (destroy or abort it as usual). Bounded by `comm`'s timeout.
+chorusResult_t chorusCommShrink(chorusComm_t comm, const int* excludeRanks, int excludeCount,
+                                chorusComm_t* newcomm);
 /// Frees the communicator. Not collective; outstanding nonblocking operations are completed first
 /// (bounded by the timeout).
 chorusResult_t chorusCommDestroy(chorusComm_t comm);

@@ -144,6 +144,12 @@ class Comm {
     detail::check(chorusCommSplitType(c_, type, key, &n), c_);
     return Comm(n);
   }
+  /// The ranks not in `exclude` (the same list on each of them), even after this one failed.
+  Comm shrink(const std::vector<int>& exclude) {
+    chorusComm_t n = nullptr;
+    detail::check(chorusCommShrink(c_, exclude.data(), static_cast<int>(exclude.size()), &n), c_);
+    return Comm(n);
+  }
   void abort() {
     if (c_) chorusCommAbort(std::exchange(c_, nullptr));
   }

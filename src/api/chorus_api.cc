@@ -58,12 +58,12 @@ thread_local std::string tlsLastError;
 
 // Live communicators, so a destroyed one is refused instead of being dereferenced.
 std::mutex& liveMu() {
-  static std::mutex mu;
-  return mu;
+  static std::mutex* mu = new std::mutex();  // never destroyed: threads may outlive exit()'s
+  return *mu;                                 // static destructors
 }
 std::set<chorusComm_t>& live() {
-  static std::set<chorusComm_t> s;
-  return s;
+  static std::set<chorusComm_t>* s = new std::set<chorusComm_t>();
+  return *s;
 }
 
 chorusResult_t toResult(const Status& s) { return static_cast<chorusResult_t>(s.code()); }
@@ -697,6 +697,25 @@ chorusResult_t chorusCommSplit(chorusComm_t comm, int color, int key, chorusComm
   std::unique_ptr<Communicator> child;
   Status s = comm->impl->split(color, key, &child);
   if (!s.ok()) return report(comm, s.withContext("chorusCommSplit"));
+  *newcomm = adoptChild(std::move(child));
+  return chorusSuccess;
+}
+
+chorusResult_t chorusCommShrink(chorusComm_t comm, const int* excludeRanks, int excludeCount,
+                                chorusComm_t* newcomm) {
+  CHORUS_CHECK(nullptr, checkComm(comm));
+  if (!newcomm) return report(comm, chorus::invalidArgument("chorusCommShrink: newcomm is NULL"));
+  *newcomm = nullptr;
+  if (excludeCount < 0)
+    return report(comm, chorus::invalidArgument("chorusCommShrink: excludeCount " +
+                                                std::to_string(excludeCount) + " is negative"));
+  if (excludeCount > 0 && !excludeRanks)
+    return report(comm, chorus::invalidArgument("chorusCommShrink: excludeRanks is NULL with "
+                                                "excludeCount " + std::to_string(excludeCount)));
+  std::unique_ptr<Communicator> child;
+  Status s = comm->impl->shrink(
+      std::span<const int>(excludeRanks, static_cast<size_t>(excludeCount)), &child);
+  if (!s.ok()) return report(comm, s.withContext("chorusCommShrink"));
   *newcomm = adoptChild(std::move(child));
   return chorusSuccess;
 }

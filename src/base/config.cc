@@ -31,6 +31,7 @@ constexpr EnvVar kVars[] = {
     {"CHORUS_ALGO", "", "force algorithms: 'ring' or per collective 'allreduce:ring,broadcast:chain'"},
     {"CHORUS_CHUNK_SIZE", "256K", "pipelining chunk of ring/chain schedules (bytes, K/M/G suffixes)"},
     {"CHORUS_TIMEOUT", "300", "seconds any wait may last before the operation fails with chorusTimeout"},
+    {"CHORUS_HEARTBEAT_TIMEOUT", "4", "seconds a peer may stay silent (no heartbeat: process stopped, host or link down, traffic dropped) before waits on it fail with chorusRemoteError; 0 turns heartbeats off"},
     {"CHORUS_SPIN_US", "20", "microseconds a wait spins before yielding, then blocking"},
     // Topology
     {"CHORUS_TUNE", "", "measure: calibrate the cost model's link constants at communicator creation with a short ping-pong per link class (under 200 ms); empty: the built-in constants"},

@@ -105,6 +105,72 @@ void SockAddr::setPort(uint16_t port) {
   if (family() == AF_INET6) reinterpret_cast<sockaddr_in6*>(&storage)->sin6_port = htons(port);
 }
 
+StatusOr<SockAddr> chooseLocalAddress(const SockAddr* root) {
+  if (!config::isSet("CHORUS_SOCKET_IFNAME") && root) {
+    auto toward = localAddressToward(*root);
+    if (toward.ok()) return toward;
+  }
+  CHORUS_ASSIGN_OR_RETURN(auto ifs, listInterfaces());
+  if (ifs.empty())
+    return invalidArgument("no network interface matches CHORUS_SOCKET_IFNAME='" +
+                           config::getString("CHORUS_SOCKET_IFNAME") + "'");
+  return ifs.front().addr;
+}
+
+std::vector<uint8_t> encodeAddress(const SockAddr& addr) {
+  std::vector<uint8_t> b;
+  const uint16_t port = addr.port();
+  auto put32 = [&b](uint32_t v) {
+    for (int i = 0; i < 4; ++i) b.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  };
+  if (addr.family() == AF_INET6) {
+    const auto* s6 = reinterpret_cast<const sockaddr_in6*>(&addr.storage);
+    b.push_back(6);
+    b.push_back(static_cast<uint8_t>(port >> 8));
+    b.push_back(static_cast<uint8_t>(port));
+    b.insert(b.end(), s6->sin6_addr.s6_addr, s6->sin6_addr.s6_addr + 16);
+    put32(s6->sin6_scope_id);
+  } else {
+    const auto* s4 = reinterpret_cast<const sockaddr_in*>(&addr.storage);
+    const auto* a = reinterpret_cast<const uint8_t*>(&s4->sin_addr.s_addr);
+    b.push_back(4);
+    b.push_back(static_cast<uint8_t>(port >> 8));
+    b.push_back(static_cast<uint8_t>(port));
+    b.insert(b.end(), a, a + 4);
+  }
+  return b;
+}
+
+StatusOr<SockAddr> decodeAddress(const uint8_t* data, size_t len) {
+  auto bad = [&](const char* why) {
+    return invalidArgument("malformed address (" + std::to_string(len) + " bytes): " + why);
+  };
+  if (len < 3) return bad("too short");
+  const uint16_t port = static_cast<uint16_t>((data[1] << 8) | data[2]);
+  SockAddr a;
+  if (data[0] == 4) {
+    if (len != 7) return bad("wrong length for IPv4");
+    auto* s4 = reinterpret_cast<sockaddr_in*>(&a.storage);
+    s4->sin_family = AF_INET;
+    std::memcpy(&s4->sin_addr.s_addr, data + 3, 4);
+    a.len = sizeof(sockaddr_in);
+  } else if (data[0] == 6) {
+    if (len != 23) return bad("wrong length for IPv6");
+    auto* s6 = reinterpret_cast<sockaddr_in6*>(&a.storage);
+    s6->sin6_family = AF_INET6;
+    std::memcpy(s6->sin6_addr.s6_addr, data + 3, 16);
+    uint32_t scope = 0;
+    for (int i = 0; i < 4; ++i) scope |= static_cast<uint32_t>(data[19 + i]) << (8 * i);
+    s6->sin6_scope_id = scope;
+    a.len = sizeof(sockaddr_in6);
+  } else {
+    return bad("unknown address family");
+  }
+  if (port == 0) return bad("port 0");
+  a.setPort(port);
+  return a;
+}
+
 std::string SockAddr::toString() const {
   char host[INET6_ADDRSTRLEN] = {};
   if (family() == AF_INET) {

@@ -36,6 +36,17 @@ struct SockAddr {
   bool isLoopback() const;
 };
 
+// Where a rank's sockets listen: CHORUS_SOCKET_IFNAME's first interface when it is set;
+// otherwise the local address of the route to the bootstrap root `root` (the interface peers
+// reach us through), else the first interface listInterfaces() offers. Port 0.
+StatusOr<SockAddr> chooseLocalAddress(const SockAddr* root);
+
+// A compact, byte-order-independent encoding of an address and port (family byte, port
+// big-endian, address bytes; IPv6 adds its scope id), for records that travel between ranks.
+std::vector<uint8_t> encodeAddress(const SockAddr& addr);
+// Refuses anything but a whole encoding of an IPv4 or IPv6 address with a nonzero port.
+StatusOr<SockAddr> decodeAddress(const uint8_t* data, size_t len);
+
 // Parses "host:port", "[v6]:port", "v6addr" is not accepted without brackets when a port is
 // given. host may be a name (resolved with getaddrinfo) or a literal.
 StatusOr<SockAddr> parseHostPort(const std::string& hostPort);

@@ -13,13 +13,14 @@ namespace chorus::bootstrap {
 namespace {
 
 constexpr uint32_t kMagic = 0x49504843;  // "CHPI" little-endian
-constexpr uint16_t kVersion = 2;
+constexpr uint16_t kVersion = 3;
 // Limits far above real values (hostnames are at most 64 bytes on Linux, a transport blob is an
 // address or a few handles) and far below what would hurt if a damaged length were believed.
 constexpr size_t kMaxHostname = 1024;
 constexpr uint32_t kMaxEndpoints = 256;
 constexpr size_t kMaxTransportName = 64;
 constexpr size_t kMaxBlob = 64 << 20;
+constexpr size_t kMaxAddress = 64;
 
 Status truncated(const wire::Reader& r, const char* field) {
   return invalidUsage("PeerInfo is truncated or malformed at byte " + std::to_string(r.offset()) +
@@ -41,6 +42,7 @@ std::vector<uint8_t> serializePeerInfo(const PeerInfo& info) {
   w.i32(info.numa);
   w.i32(info.gpu);
   w.i32(info.nic);
+  w.blob(info.heartbeat);
   w.u32(static_cast<uint32_t>(info.endpoints.size()));
   for (const auto& [name, blob] : info.endpoints) {
     w.str(name);
@@ -74,6 +76,7 @@ StatusOr<PeerInfo> deserializePeerInfo(const uint8_t* data, size_t len) {
     return invalidUsage("PeerInfo of rank " + std::to_string(info.rank) + " has a negative place (numa " +
                         std::to_string(info.numa) + ", gpu " + std::to_string(info.gpu) + ", nic " +
                         std::to_string(info.nic) + ")");
+  if (!r.blob(&info.heartbeat, kMaxAddress)) return truncated(r, "heartbeat address");
   uint32_t count;
   if (!r.u32(&count)) return truncated(r, "endpoint count");
   if (count > kMaxEndpoints)

@@ -29,6 +29,9 @@ struct PeerInfo {
   int32_t numa = -1;
   int32_t gpu = -1;
   int32_t nic = -1;
+  // Where this rank's heartbeats come from (net::encodeAddress; src/core/heartbeat.h), empty
+  // when heartbeats are off.
+  std::vector<uint8_t> heartbeat;
   // Transport name -> what its listen() published (transports/transport.h).
   std::map<std::string, std::vector<uint8_t>> endpoints;
 };

@@ -140,13 +140,15 @@ StatusOr<HostFacts> hostFacts(PeerInfo* self) {
 
 StatusOr<std::unique_ptr<Communicator>> Communicator::create(
     std::unique_ptr<bootstrap::Bootstrap> boot, const bootstrap::JobId& job, int rank,
-    int nranks) {
+    int nranks, uint64_t salt) {
   std::unique_ptr<Communicator> c(new Communicator(rank, nranks));
+  c->job_ = std::make_shared<const bootstrap::JobId>(job);
   log::setRank(rank);
   CHORUS_RETURN_IF_ERROR(c->readConfig());
 
   uint64_t id = 0;
   for (uint8_t b : job.secret) id = mixId(id, b);
+  if (salt != 0) id = mixId(id, salt);
   c->commId_ = id;
 
   PeerInfo self;
@@ -175,7 +177,7 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::create(
       return invalidUsage("bootstrap: rank " + std::to_string(r) + "'s record claims rank " +
                           std::to_string(records[static_cast<size_t>(r)].rank));
   }
-  c->peers_->setRecords(std::move(records));
+  CHORUS_RETURN_IF_ERROR(c->peers_->setRecords(std::move(records)));
   c->boot_ = std::move(boot);
   CHORUS_RETURN_IF_ERROR(c->buildLayout());
   CHORUS_RETURN_IF_ERROR(c->peers_->connectEagerly());

@@ -66,6 +66,7 @@ Status Communicator::split(int color, int key, std::unique_ptr<Communicator>* ou
     if (color >= 0) {
       child.reset(new Communicator(newRank, static_cast<int>(members.size())));
       child->commId_ = childId;
+      child->job_ = job_;
       child->timeoutSeconds_ = timeoutSeconds_;
       child->spinUs_ = spinUs_;
       child->chunkBytes_ = chunkBytes_;
@@ -103,7 +104,7 @@ Status Communicator::split(int color, int key, std::unique_ptr<Communicator>* ou
                                std::to_string(p.rank));
         infos.push_back(std::move(p));
       }
-      child->peers_->setRecords(std::move(infos));
+      CHORUS_RETURN_IF_ERROR(child->peers_->setRecords(std::move(infos)));
       CHORUS_RETURN_IF_ERROR(child->buildLayout().withContext("split"));
       CHORUS_RETURN_IF_ERROR(child->peers_->connectEagerly().withContext("split"));
       PeerInfo scratch = peers_->record(rank_);

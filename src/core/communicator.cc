@@ -229,6 +229,7 @@ Status Communicator::fail(const Status& why) {
     CHORUS_LOG(WARN, COLL) << "rank " << rank_ << ": " << why.toString()
                            << "; the communicator is now unusable";
     peers_->cancelAll(why);
+    peers_->announceFailure(why);
     if (window_) window_->markFailed(why);
   }
   return why;
@@ -243,6 +244,7 @@ void Communicator::abort(const std::string& why) {
   std::lock_guard<std::mutex> exec(queue_.execMutex());
   if (failed_.ok()) failed_ = s;
   peers_->cancelAll(s);
+  peers_->announceFailure(s);
   if (window_) window_->markFailed(s);
 }
 

@@ -83,9 +83,10 @@ class Communicator {
  public:
   /// Joins the job: all-gathers PeerInfo through `boot`, which the communicator keeps (rank 0 may
   /// be serving the store from it).
+  /// `salt` (nonzero) tells this communicator's id apart from others of the same job (shrink).
   static StatusOr<std::unique_ptr<Communicator>> create(std::unique_ptr<bootstrap::Bootstrap> boot,
                                                         const bootstrap::JobId& job, int rank,
-                                                        int nranks);
+                                                        int nranks, uint64_t salt = 0);
   ~Communicator();
 
   int rank() const { return rank_; }
@@ -101,6 +102,9 @@ class Communicator {
   Status split(int color, int key, std::unique_ptr<Communicator>* out);
   /// chorusCommSplitType: the ranks of this rank's host (kHost) or NUMA node (kNuma).
   Status splitType(topo::GroupKind kind, int key, std::unique_ptr<Communicator>* out);
+  /// chorusCommShrink: a new communicator of the ranks not in `exclude`, made through the job's
+  /// bootstrap store, not this communicator's connections (which may have failed).
+  Status shrink(std::span<const int> exclude, std::unique_ptr<Communicator>* out);
   /// Cancels every connection (peers learn why) and fails queued operations.
   void abort(const std::string& why);
 
@@ -161,6 +165,7 @@ class Communicator {
   tune::AlgoMask mask_;
 
   std::unique_ptr<bootstrap::Bootstrap> boot_;
+  std::shared_ptr<const bootstrap::JobId> job_;  // the job's store, shared with splits (shrink)
   std::unique_ptr<Peers> peers_;
   std::unique_ptr<topo::Layout> layout_;
   std::vector<int> hostOf_;  // per rank (several hosts only), for host-aware builders
@@ -188,6 +193,7 @@ class Communicator {
 
   uint64_t collSeq_ = 0;
   uint64_t splitSeq_ = 0;
+  uint64_t shrinkSeq_ = 0;
   Status failed_;
   std::map<std::string, uint64_t> algoCounts_;
 

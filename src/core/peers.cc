@@ -102,6 +102,8 @@ StatusOr<std::unique_ptr<Peers>> Peers::create(const TransportContext& ctx, Peer
   if (p->transports_.empty())
     return invalidArgument("CHORUS_TRANSPORT='" + list + "' allows no transport of this build");
   CHORUS_RETURN_IF_ERROR(p->listenAll(self));
+  CHORUS_ASSIGN_OR_RETURN(net::SockAddr addr, net::chooseLocalAddress(ctx.root));
+  CHORUS_RETURN_IF_ERROR(p->startHeartbeat(ctx.rank, ctx.commId, addr, self));
   return p;
 }
 
@@ -116,17 +118,40 @@ StatusOr<std::unique_ptr<Peers>> Peers::createForSplit(const Peers& parent,
     p->transports_.push_back(std::move(c));
   }
   CHORUS_RETURN_IF_ERROR(p->listenAll(self));
+  // A split's heartbeats leave where its parent's do (the same interface reaches the same peers).
+  net::SockAddr addr;
+  if (parent.heartbeat_) {
+    addr = parent.heartbeat_->address();
+  } else {
+    CHORUS_ASSIGN_OR_RETURN(addr, net::chooseLocalAddress(nullptr));
+  }
+  CHORUS_RETURN_IF_ERROR(p->startHeartbeat(child.rank, child.commId, addr, self));
   return p;
+}
+
+Status Peers::startHeartbeat(int rank, uint64_t commId, const net::SockAddr& addr,
+                             PeerInfo* self) {
+  CHORUS_ASSIGN_OR_RETURN(heartbeat_, Heartbeat::create(rank, commId, addr));
+  if (heartbeat_) self->heartbeat = heartbeat_->endpoint();
+  return Status();
+}
+
+Status Peers::setRecords(std::vector<PeerInfo> records) {
+  records_ = std::move(records);
+  if (!heartbeat_) return Status();
+  std::vector<std::vector<uint8_t>> endpoints;
+  for (const PeerInfo& r : records_) endpoints.push_back(r.heartbeat);
+  return heartbeat_->start(endpoints);
 }
 
 Status Peers::alive(int peer) {
   const PeerInfo& me = records_[static_cast<size_t>(rank_)];
   const PeerInfo& info = records_[static_cast<size_t>(peer)];
-  if (info.hostId != me.hostId || info.pidNamespace != me.pidNamespace || info.pid <= 0)
-    return Status();
-  if (processDead(info.pid))
+  if (info.hostId == me.hostId && info.pidNamespace == me.pidNamespace && info.pid > 0 &&
+      processDead(info.pid))
     return remoteError("rank " + std::to_string(peer) + " (pid " + std::to_string(info.pid) +
                        " on this host) has died");
+  if (heartbeat_) return heartbeat_->check(peer);
   return Status();
 }
 
@@ -216,14 +241,16 @@ Status Peers::connect(const std::vector<int>& peers) {
       if (!list.empty()) why.append(" with CHORUS_TRANSPORT='").append(list).append("'");
       return invalidArgument(why);
     }
-    // Connect in slices of a second: between slices, a peer on this host whose process is gone
-    // fails the call now instead of at the timeout.
+    // Connect in slices of 200 ms: between slices, a peer known to have failed (a same-host
+    // process gone, or silent or failed by its heartbeats) fails the call now instead of at the
+    // timeout.
+    constexpr double kSliceSeconds = 0.2;
     const std::vector<uint8_t>& blob = them.endpoints.at(std::string(t->name()));
     StatusOr<std::unique_ptr<Connection>> conn = timeoutError("not attempted");
     while (true) {
       const double left = std::chrono::duration<double>(deadline - net::Clock::now()).count();
-      conn = t->connect(p, blob, std::clamp(left, 0.001, 1.0));
-      if (conn.ok() || conn.status().code() != Code::kTimeout || left <= 1.0) break;
+      conn = t->connect(p, blob, std::clamp(left, 0.001, kSliceSeconds));
+      if (conn.ok() || conn.status().code() != Code::kTimeout || left <= kSliceSeconds) break;
       CHORUS_RETURN_IF_ERROR(alive(p).withContext("connecting to rank " + std::to_string(p)));
     }
     if (!conn.ok()) {

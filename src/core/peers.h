@@ -16,6 +16,7 @@
 
 #include "src/base/status.h"
 #include "src/bootstrap/peer_info.h"
+#include "src/core/heartbeat.h"
 #include "src/cost/cost_model.h"
 #include "src/exec/executor.h"
 #include "transports/transport.h"
@@ -39,7 +40,8 @@ class Peers final : public exec::PeerAccess {
   ~Peers() override;
 
   /// Every rank's record, in rank order (from the bootstrap all-gather), this rank's included.
-  void setRecords(std::vector<PeerInfo> records) { records_ = std::move(records); }
+  /// Starts the heartbeats to every peer that publishes them.
+  Status setRecords(std::vector<PeerInfo> records);
   const PeerInfo& record(int rank) const { return records_[static_cast<size_t>(rank)]; }
   int size() const { return static_cast<int>(records_.size()); }
   int rank() const { return rank_; }
@@ -53,8 +55,9 @@ class Peers final : public exec::PeerAccess {
   Status connectEagerly();
 
   Connection* connection(int peer) override { return conns_[static_cast<size_t>(peer)].get(); }
-  /// Same-host peers only (the pid check needs the same pid namespace); others are left to
-  /// their connections.
+  /// Non-ok when `peer` is known to have failed: its process is gone (same-host peers: the pid
+  /// check needs the same pid namespace), or it has been silent past the heartbeat timeout
+  /// (any peer). Other failures are left to the connections.
   Status alive(int peer) override;
 
   /// The transport that reaches `peer` (the best canConnect score), or nullptr.
@@ -70,12 +73,17 @@ class Peers final : public exec::PeerAccess {
   Transport* windowTransport() const;
 
   void cancelAll(const Status& why);
+  /// Tells every peer, through the heartbeats, that this rank's communicator has failed.
+  void announceFailure(const Status& why) {
+    if (heartbeat_) heartbeat_->announceFailure(why);
+  }
   std::vector<TransportStats> stats() const;
   const std::vector<std::unique_ptr<Transport>>& transports() const { return transports_; }
 
  private:
   Peers() = default;
   Status listenAll(PeerInfo* self);
+  Status startHeartbeat(int rank, uint64_t commId, const net::SockAddr& addr, PeerInfo* self);
 
   int rank_ = 0;
   double timeoutSeconds_ = 300;
@@ -83,6 +91,7 @@ class Peers final : public exec::PeerAccess {
   std::vector<PeerInfo> records_;
   std::vector<std::unique_ptr<Connection>> conns_;  // by peer rank
   std::vector<int> connTransport_;                  // index into transports_, -1 if none
+  std::unique_ptr<Heartbeat> heartbeat_;            // nullptr: heartbeats off
 };
 
 /// The identity a transport sees of a bootstrap record.

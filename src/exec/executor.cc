@@ -337,7 +337,7 @@ Status Executor::runSingle(const Plan& plan, const OpIdentity& id, const ExecEnv
       Status alive = env.peers->alive(peer);
       if (alive.ok()) return false;
       goneMarked = true;
-      conn->peerGone(alive.withContext(describeCall(id, plan.schedule.algo.c_str())));
+      conn->peerGone(alive);  // the failing op adds the call to the message
       return true;
     }, &waitMs);
     if (next == Idle::kRetry) continue;
@@ -757,7 +757,7 @@ Status Executor::runDataflow(const Plan& plan, const OpIdentity& id, DataType dt
         Status alive = env.peers->alive(p.peer);
         if (alive.ok()) continue;
         p.goneMarked = true;
-        p.conn->peerGone(alive.withContext(call()));
+        p.conn->peerGone(alive);  // the failing op adds the call
         clock.lastProgress = now;  // test again at once
       }
       return clock.lastProgress == now;

@@ -441,6 +441,73 @@ TEST(Failure, KilledRankFailsEveryOtherRankWithin5Seconds) {
   }
 }
 
+// A stopped rank (SIGSTOP) is not dead: its sockets stay open and the kernel still answers for
+// it, its pid exists. Only its silence tells — its heartbeat thread stops with it — and every
+// other rank must fail with chorusRemoteError naming it soon after CHORUS_HEARTBEAT_TIMEOUT,
+// long before the operation timeout. Rank 0 then kills the stopped rank (the harness would
+// otherwise wait for it until its deadline).
+TEST(Failure, StoppedRankFailsEveryOtherRankAfterTheHeartbeatTimeout) {
+  const KillCase cases[] = {
+      {"shm, default (two-shot through the host window)", size_t{8} << 20, {}},
+      {"shm, ring", size_t{8} << 20, {{"CHORUS_ALGO", "allreduce:ring"}}},
+      {"shm, staged one-shot", 4, {}},
+      {"tcp", size_t{8} << 20, {{"CHORUS_TRANSPORT", "tcp"}}},
+      {"tcp, small", 4, {{"CHORUS_TRANSPORT", "tcp"}}},
+  };
+  const double heartbeat = 2.0;
+  for (const KillCase& kc : cases) {
+    SCOPED_TRACE(kc.what);
+    auto* stoppedAt = static_cast<double*>(sharedScratch(sizeof(double)));
+    const size_t count = kc.count;
+    std::map<std::string, std::string> env = kc.env;
+    env["CHORUS_HEARTBEAT_TIMEOUT"] = "2";
+    env["CHORUS_TIMEOUT"] = "100";
+    auto out = runRanks(3, [stoppedAt, count, heartbeat](chorusComm_t comm, int rank,
+                                                         int) -> std::string {
+      int64_t me = ::getpid();
+      std::vector<int64_t> pids(3);
+      RANK_OK(chorusAllGather(&me, pids.data(), 1, chorusInt64, comm, nullptr));
+      std::vector<float> a(count, 1.f), b(count);
+      const int victim = 1;
+      for (int iter = 0; iter < 1000000; ++iter) {
+        if (rank == victim && iter == (count > 1000 ? 2 : 2000)) {
+          chorusRequest_t req = nullptr;
+          RANK_OK(chorusIAllReduce(a.data(), b.data(), count, chorusFloat32, chorusSum, comm,
+                                   nullptr, &req));
+          if (count > 1000) ::usleep(30000);  // inside the collective
+          *stoppedAt = monotonicSeconds();
+          ::raise(SIGSTOP);
+          return "rank 1: continued after SIGSTOP";
+        }
+        chorusResult_t r = chorusAllReduce(a.data(), b.data(), count, chorusFloat32, chorusSum,
+                                           comm, nullptr);
+        if (r == chorusSuccess) continue;
+        const double after = monotonicSeconds() - *stoppedAt;
+        if (rank == 0) ::kill(static_cast<pid_t>(pids[victim]), SIGKILL);
+        const std::string why = chorusGetLastError(comm);
+        RANK_CHECK(r == chorusRemoteError, std::string("expected chorusRemoteError, got ") +
+                                               chorusGetErrorString(r) + ": " + why);
+        RANK_CHECK(*stoppedAt > 0, "failed before rank 1 stopped: " + why);
+        // Each survivor names the silent rank, found by itself or passed on by the other.
+        RANK_CHECK(why.find("rank 1") != std::string::npos, "error does not name rank 1: " + why);
+        // Well after the heartbeat timeout, far before the operation timeout (100 s).
+        RANK_CHECK(after < heartbeat + 8.0,
+                   "failure reported " + std::to_string(after) + " s after the stop: " + why);
+        return "";
+      }
+      return "rank " + std::to_string(rank) + ": never noticed the stopped rank";
+    }, {.deadlineSeconds = 60, .env = env});
+    for (const RankOutcome& o : out) {
+      EXPECT_TRUE(o.leftovers.empty()) << summarize({o});
+      if (o.rank == 1) {
+        EXPECT_EQ(o.signal, SIGKILL) << summarize({o});
+      } else {
+        EXPECT_TRUE(o.exited && o.exitCode == 0) << summarize({o});
+      }
+    }
+  }
+}
+
 // Whether `pid` has ended: no such process, or a zombie its parent has not reaped yet.
 bool processEnded(int64_t pid) {
   FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");

@@ -10,13 +10,20 @@
 //     round), and at least as many as the all-to-alls alone had to move. Prints
 //     "PASS rank r ..." and exits 0, or one "FAIL rank r: ..." line per problem and exits 1.
 //
-//   netns_check kill [--victim-host H] [--mib M]
-//     Ranks all-reduce M MiB (default 64) over and over; the first rank of host H (default 1)
-//     kills itself with SIGKILL while inside one of them. Every other rank must see its
-//     all-reduce fail with chorusRemoteError within 5 s of the kill: it prints
-//     "KILL-OK rank r ... <seconds> s after ..." and exits 0, or "FAIL rank r: ..." and exits 1.
-//     The victim stamps the time of its death into $CHORUS_NETNS_SCRATCH/killed-at
-//     (CLOCK_MONOTONIC, which every namespace shares) just before raise(SIGKILL).
+//   netns_check kill [--fault F] [--victim-host H] [--mib M]
+//     Ranks all-reduce M MiB (default 64) over and over; the first rank of host H (default 1),
+//     the victim, brings about fault F while inside one of them:
+//       kill      SIGKILL to itself;
+//       stop      SIGSTOP to itself (a hung process: its pid and sockets stay; rank 0 kills it
+//                 once it has reported, or the job would wait for it);
+//       linkdown  `ip link set veth<H> down`: host H is cut off, every process keeps running;
+//       drop      an nftables rule in host H's namespace silently drops everything in and out
+//                 of veth<H> (a firewall, or a switch that loses packets: nothing is reset).
+//     Every rank still running must see its all-reduce fail with chorusRemoteError within 5 s of
+//     the fault: it prints "FAULT-OK rank r ... <seconds> s after ..." and exits 0, or
+//     "FAIL rank r: ..." and exits 1. The victim stamps the time of the fault and its pid into
+//     $CHORUS_NETNS_SCRATCH/killed-at (CLOCK_MONOTONIC, which every namespace shares) just
+//     before it.
 //
 // The layout comes from run_job.sh: CHORUS_NETNS_HOSTS ("2,1,3": ranks per host, contiguous)
 // and CHORUS_NETNS_HOST (this rank's host). Inputs are small multiples of 1/4, so sums of a few
@@ -631,25 +638,65 @@ std::string stampPath() {
   return dir && *dir ? std::string(dir) + "/killed-at" : "";
 }
 
-// The victim's killer thread: waits until the main thread is inside an all-reduce and `delay`
-// has passed, stamps the time and dies.
-void killLater(double delay, const std::atomic<bool>* inside, int rank, int count) {
+enum class Fault { kKill, kStop, kLinkDown, kDrop };
+
+bool parseFault(const std::string& name, Fault* f) {
+  if (name == "kill") *f = Fault::kKill;
+  else if (name == "stop") *f = Fault::kStop;
+  else if (name == "linkdown") *f = Fault::kLinkDown;
+  else if (name == "drop") *f = Fault::kDrop;
+  else return false;
+  return true;
+}
+
+// The victim's fault thread: waits until the main thread is inside an all-reduce and `delay`
+// has passed, stamps the time and its pid, and brings the fault about. False (with a FAIL line
+// printed) when the fault could not be made.
+bool faultLater(Fault fault, double delay, const std::atomic<bool>* inside,
+                const std::atomic<bool>* over, int rank, int count, int host) {
   std::this_thread::sleep_for(std::chrono::duration<double>(delay));
-  while (!inside->load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  while (!inside->load()) {
+    if (over->load()) return false;  // the all-reduces ended first: no fault
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
   const std::string path = stampPath();
   const double t = now();
   {
     std::ofstream f(path + ".tmp");
     f.precision(17);
-    f << t << "\n";
+    f << t << " " << ::getpid() << "\n";
   }
   std::rename((path + ".tmp").c_str(), path.c_str());
-  std::printf("VICTIM rank %d: SIGKILL to myself inside an all-reduce of %d floats\n", rank, count);
+  const std::string link = "veth" + std::to_string(host);
+  const char* what = fault == Fault::kKill     ? "SIGKILL to myself"
+                     : fault == Fault::kStop   ? "SIGSTOP to myself"
+                     : fault == Fault::kLinkDown ? "taking my host's link down"
+                                                 : "dropping my host's traffic";
+  std::printf("VICTIM rank %d: %s inside an all-reduce of %d floats\n", rank, what, count);
   std::fflush(stdout);
-  std::raise(SIGKILL);
+  std::string command;
+  switch (fault) {
+    case Fault::kKill: std::raise(SIGKILL); return false;
+    case Fault::kStop: std::raise(SIGSTOP); return false;
+    case Fault::kLinkDown: command = "ip link set dev " + link + " down"; break;
+    case Fault::kDrop:
+      command = "nft -f - <<'EOF'\n"
+                "table inet chorus_fault {\n"
+                "  chain in { type filter hook input priority 0; iifname \"" + link + "\" drop; }\n"
+                "  chain out { type filter hook output priority 0; oifname \"" + link + "\" drop; }\n"
+                "}\nEOF";
+      break;
+  }
+  const int rc = std::system(command.c_str());
+  if (rc != 0) {
+    std::printf("FAIL rank %d: '%s' failed (status %d)\n", rank, command.c_str(), rc);
+    std::fflush(stdout);
+    return false;
+  }
+  return true;
 }
 
-int runKill(chorusComm_t comm, const Layout& l, int rank, int victimHost, int mibs) {
+int runKill(chorusComm_t comm, const Layout& l, int rank, int victimHost, int mibs, Fault fault) {
   if (stampPath().empty()) {
     std::printf("FAIL rank %d: CHORUS_NETNS_SCRATCH is not set (run me with run_job.sh)\n", rank);
     return 1;
@@ -684,8 +731,15 @@ int runKill(chorusComm_t comm, const Layout& l, int rank, int victimHost, int mi
 
   std::atomic<bool> inside{false};
   std::thread killer;
+  std::atomic<bool> faultMade{false}, over{false};
   if (rank == victim)
-    killer = std::thread(killLater, 0.4 * slowest, &inside, rank, static_cast<int>(count));
+    killer = std::thread([&, delay = 0.4 * slowest] {
+      faultMade.store(
+          faultLater(fault, delay, &inside, &over, rank, static_cast<int>(count), l.host));
+    });
+  // Only a killed or stopped victim stops running; after a cut link or dropped traffic it is
+  // one of the ranks that must notice.
+  const bool victimRuns = fault == Fault::kLinkDown || fault == Fault::kDrop;
   constexpr int kMaxCalls = 50;
   int call = 0;
   double failedAt = 0;
@@ -696,10 +750,13 @@ int runKill(chorusComm_t comm, const Layout& l, int rank, int victimHost, int mi
     inside.store(false);
     if (r != chorusSuccess) break;
   }
-  if (rank == victim) {
-    // Not reached when the kill worked.
-    std::printf("FAIL rank %d: the victim is still alive after %d all-reduces\n", rank, kMaxCalls);
-    killer.join();
+  over.store(true);
+  if (rank == victim) killer.join();
+  if (rank == victim && (!victimRuns || !faultMade.load())) {
+    // Not reached when the kill or stop worked.
+    if (!victimRuns)
+      std::printf("FAIL rank %d: the victim is still running after %d all-reduces\n", rank,
+                  kMaxCalls);
     return 1;
   }
   if (r == chorusSuccess) {
@@ -709,13 +766,17 @@ int runKill(chorusComm_t comm, const Layout& l, int rank, int victimHost, int mi
   }
   const std::string message = chorusGetLastError(comm);
   double killedAt = 0;
+  long victimPid = 0;
   for (int i = 0; i < 200 && killedAt == 0; ++i) {
     std::ifstream f(stampPath());
-    if (!(f >> killedAt)) {
+    if (!(f >> killedAt >> victimPid)) {
       killedAt = 0;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }
+  // A stopped victim never ends by itself; rank 0 ends it once the failure is seen (the other
+  // ranks have measured theirs by then or are measuring it against the stamp, not the kill).
+  if (fault == Fault::kStop && rank == 0 && victimPid > 0) ::kill(static_cast<pid_t>(victimPid), SIGKILL);
   chorusCommAbort(comm);
   if (killedAt == 0) {
     std::printf("FAIL rank %d: all-reduce %d failed (%s: %s) but rank %d left no time of death\n",
@@ -725,13 +786,13 @@ int runKill(chorusComm_t comm, const Layout& l, int rank, int victimHost, int mi
   const double delay = failedAt - killedAt;
   // A failure before the death (delay < 0) has another cause than the kill.
   const char* wrong = r != chorusRemoteError        ? " (expected chorusRemoteError)"
-                      : delay < 0                   ? " (before the kill: something else failed)"
+                      : delay < 0                   ? " (before the fault: something else failed)"
                       : delay > kDetectLimitSeconds ? " (limit 5 s)"
                                                     : nullptr;
   const bool ok = wrong == nullptr;
   std::printf(
-      "%s rank %d host %d: all-reduce %d failed with %s %.3f s after rank %d was killed%s: %s\n",
-      ok ? "KILL-OK" : "FAIL", rank, l.host, call, chorusGetErrorString(r), delay, victim,
+      "%s rank %d host %d: all-reduce %d failed with %s %.3f s after the fault of rank %d%s: %s\n",
+      ok ? "FAULT-OK" : "FAIL", rank, l.host, call, chorusGetErrorString(r), delay, victim,
       ok ? "" : wrong, message.c_str());
   std::fflush(stdout);
   return ok ? 0 : 1;
@@ -742,9 +803,12 @@ int runKill(chorusComm_t comm, const Layout& l, int rank, int victimHost, int mi
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "";
   int victimHost = 1, mibs = 64;
+  Fault fault = Fault::kKill;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--victim-host" && i + 1 < argc) {
+    if (a == "--fault" && i + 1 < argc && parseFault(argv[i + 1], &fault)) {
+      ++i;
+    } else if (a == "--victim-host" && i + 1 < argc) {
       victimHost = std::atoi(argv[++i]);
     } else if (a == "--mib" && i + 1 < argc) {
       mibs = std::atoi(argv[++i]);
@@ -754,7 +818,9 @@ int main(int argc, char** argv) {
     }
   }
   if (mode != "collectives" && mode != "kill") {
-    std::fprintf(stderr, "usage: netns_check collectives | kill [--victim-host H] [--mib M]\n");
+    std::fprintf(stderr,
+                 "usage: netns_check collectives | kill [--fault kill|stop|linkdown|drop] "
+                 "[--victim-host H] [--mib M]\n");
     return kUsage;
   }
   Layout layout;
@@ -790,7 +856,7 @@ int main(int argc, char** argv) {
   }
   chorusCommSetTimeout(comm, 60);
   int rc = mode == "collectives" ? runCollectives(comm, layout, rank)
-                                 : runKill(comm, layout, rank, victimHost, mibs);
+                                 : runKill(comm, layout, rank, victimHost, mibs, fault);
   if (mode == "collectives") {
     r = chorusCommDestroy(comm);
     if (r != chorusSuccess && rc == 0) {

@@ -60,8 +60,11 @@ StatusOr<Op> TcpConnection::postRecv(void* dst, size_t bytes, Tag tag) {
 
 Status TcpConnection::progress() {
   if (!failed_) {
-    progressSends();
+    if (!gone_) progressSends();
     progressRecvs();
+    // A peer known to be gone sends nothing more: what the kernel held has just been taken, so
+    // an op still waiting now never completes.
+    if (gone_ && !failed_ && (!sends_.empty() || !recvs_.empty())) fail(goneWhy_);
   }
   return failed_ ? failure_ : Status();
 }
@@ -307,6 +310,17 @@ void TcpConnection::onPeerGone(int err) {
   std::string msg = peerName() + " closed the connection";
   if (err != 0) msg += std::string(" (") + std::strerror(err) + ")";
   fail(remoteError(msg));
+}
+
+void TcpConnection::peerGone(const Status& why) {
+  // The peer is silent (its heartbeats stopped) or has failed: nothing more will come. What
+  // already reached this host still completes, now or when its receive is posted; every other
+  // op fails with `why` (progress()). Nothing more is sent: a silent peer would not read it,
+  // and a full socket must not hold this up.
+  if (failed_ || gone_) return;
+  gone_ = true;
+  goneWhy_ = why;
+  progress().ignore();
 }
 
 void TcpConnection::fail(Status why) {

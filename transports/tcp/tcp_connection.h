@@ -39,6 +39,7 @@ class TcpConnection final : public Connection {
   Status progress() override;
   Status check(Op& op, bool* done) override;
   Status cancel(const Status& why) override;
+  void peerGone(const Status& why) override;
   void pollInfo(int* fd, short* events) const override;
   ConnStats stats() const override { return stats_; }
 
@@ -103,6 +104,8 @@ class TcpConnection final : public Connection {
 
   bool failed_ = false;
   Status failure_;
+  bool gone_ = false;  // peerGone(): read what is buffered, then fail what waits
+  Status goneWhy_;
   ConnStats stats_;
 };
 

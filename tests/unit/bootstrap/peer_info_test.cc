@@ -27,6 +27,7 @@ PeerInfo samplePeer() {
   p.endpoints["tcp"] = tcp;
   p.endpoints["shm"] = shm;
   p.endpoints["empty"] = {};
+  p.heartbeat = {4, 0x1f, 0x90, 127, 0, 0, 1};
   return p;
 }
 
@@ -44,6 +45,7 @@ TEST(PeerInfo, RoundTrip) {
   EXPECT_EQ(back->gpu, 7);
   EXPECT_EQ(back->nic, 1);
   EXPECT_EQ(back->endpoints, p.endpoints);
+  EXPECT_EQ(back->heartbeat, p.heartbeat);
 }
 
 TEST(PeerInfo, RoundTripEmpty) {

@@ -1,0 +1,150 @@
+// Heartbeats (src/core/heartbeat.h) between real UDP sockets on loopback: what counts as a beat,
+// what is ignored, when a peer counts as silent, and how a failure is announced.
+#include "src/core/heartbeat.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+#include "src/base/socket_util.h"
+
+namespace chorus {
+namespace {
+
+net::SockAddr loopback() {
+  auto a = net::resolve("127.0.0.1", 0);
+  EXPECT_TRUE(a.ok());
+  return *a;
+}
+
+// Sets CHORUS_HEARTBEAT_TIMEOUT for one test.
+struct TimeoutEnv {
+  explicit TimeoutEnv(const char* v) { ::setenv("CHORUS_HEARTBEAT_TIMEOUT", v, 1); }
+  ~TimeoutEnv() { ::unsetenv("CHORUS_HEARTBEAT_TIMEOUT"); }
+};
+
+// Polls `cond` every 10 ms for at most `seconds`.
+template <class F>
+bool eventually(F cond, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return cond();
+}
+
+TEST(Heartbeat, ZeroTimeoutTurnsItOff) {
+  TimeoutEnv env("0");
+  auto h = Heartbeat::create(0, 1, loopback());
+  ASSERT_TRUE(h.ok()) << h.status().toString();
+  EXPECT_EQ(*h, nullptr);
+}
+
+TEST(Heartbeat, NegativeOrMalformedTimeoutIsRefusedByName) {
+  for (const char* bad : {"-1", "soon"}) {
+    TimeoutEnv env(bad);
+    auto h = Heartbeat::create(0, 1, loopback());
+    ASSERT_FALSE(h.ok()) << bad;
+    EXPECT_NE(h.status().toString().find("CHORUS_HEARTBEAT_TIMEOUT"), std::string::npos)
+        << h.status().toString();
+  }
+}
+
+TEST(Heartbeat, PeersThatBeatStayAliveAndOneThatStopsIsNamed) {
+  TimeoutEnv env("0.4");
+  auto a = Heartbeat::create(0, 77, loopback());
+  auto b = Heartbeat::create(1, 77, loopback());
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::vector<std::vector<uint8_t>> eps{(*a)->endpoint(), (*b)->endpoint()};
+  ASSERT_TRUE((*a)->start(eps).ok());
+  ASSERT_TRUE((*b)->start(eps).ok());
+  // Three timeouts of beating: never silent (beats every 50 ms).
+  for (int i = 0; i < 12; ++i) {
+    ASSERT_TRUE((*a)->check(1).ok()) << (*a)->check(1).toString();
+    ASSERT_TRUE((*b)->check(0).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE((*a)->check(0).ok());  // itself: never judged
+  b->reset();                        // rank 1 stops beating (its thread ends)
+  ASSERT_TRUE(eventually([&] { return !(*a)->check(1).ok(); }, 5.0));
+  const Status s = (*a)->check(1);
+  EXPECT_EQ(s.code(), Code::kRemoteError);
+  EXPECT_NE(s.toString().find("rank 1"), std::string::npos) << s.toString();
+  EXPECT_NE(s.toString().find("silent"), std::string::npos) << s.toString();
+}
+
+TEST(Heartbeat, AnAnnouncedFailureReachesThePeerWithItsReasonAndCode) {
+  TimeoutEnv env("30");  // silence cannot be what the peer sees
+  auto a = Heartbeat::create(0, 5, loopback());
+  auto b = Heartbeat::create(1, 5, loopback());
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::vector<std::vector<uint8_t>> eps{(*a)->endpoint(), (*b)->endpoint()};
+  ASSERT_TRUE((*a)->start(eps).ok());
+  ASSERT_TRUE((*b)->start(eps).ok());
+  EXPECT_TRUE((*a)->check(1).ok());
+  (*b)->announceFailure(invalidUsage("rank 1 was given count=3, rank 0 count=4"));
+  // Sent at once, not at the next interval (30 s / 8).
+  ASSERT_TRUE(eventually([&] { return !(*a)->check(1).ok(); }, 2.0));
+  const Status s = (*a)->check(1);
+  EXPECT_EQ(s.code(), Code::kInvalidUsage);
+  EXPECT_NE(s.toString().find("rank 1 failed"), std::string::npos) << s.toString();
+  EXPECT_NE(s.toString().find("count=3"), std::string::npos) << s.toString();
+}
+
+// Datagrams that are not beats of this communicator from the peer's own address change
+// nothing: another communicator's id, another source address, wrong sizes, garbage.
+TEST(Heartbeat, ForgedOrStrayDatagramsAreIgnored) {
+  TimeoutEnv env("0.5");
+  auto a = Heartbeat::create(0, 0xabcdef, loopback());
+  auto b = Heartbeat::create(1, 0xabcdef, loopback());
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::vector<std::vector<uint8_t>> eps{(*a)->endpoint(), (*b)->endpoint()};
+  ASSERT_TRUE((*a)->start(eps).ok());
+  // b never starts: it never beats. A forger sends what looks like b's beats, from elsewhere.
+  int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  const net::SockAddr to = (*a)->address();
+  auto beat = [](uint64_t comm, uint32_t from, uint32_t toRank, size_t bytes) {
+    std::vector<uint8_t> d(bytes, 0);
+    const uint64_t words[] = {0x42484843 | (uint64_t{1} << 32), comm,
+                              from | (uint64_t{toRank} << 32), 9};
+    for (size_t i = 0; i < 4 && (i + 1) * 8 <= bytes; ++i)
+      for (int k = 0; k < 8; ++k) d[i * 8 + k] = static_cast<uint8_t>(words[i] >> (8 * k));
+    return d;
+  };
+  std::vector<std::vector<uint8_t>> forged = {
+      beat(0xabcdef, 1, 0, 32),   // right contents, wrong source address
+      beat(0x123456, 1, 0, 32),   // another communicator
+      beat(0xabcdef, 1, 0, 31),   // short
+      beat(0xabcdef, 1, 0, 4096),  // too long
+      beat(0xabcdef, 7, 0, 32),   // no such rank
+      std::vector<uint8_t>(32, 0xff),
+  };
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
+  while (std::chrono::steady_clock::now() < until) {
+    for (const auto& d : forged)
+      (void)::sendto(fd, d.data(), d.size(), 0,
+                     reinterpret_cast<const sockaddr*>(&to.storage), to.len);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::close(fd);
+  const Status s = (*a)->check(1);
+  EXPECT_EQ(s.code(), Code::kRemoteError) << "a forged beat kept rank 1 alive: " << s.toString();
+}
+
+TEST(Heartbeat, AMalformedPeerEndpointIsRefusedNamingTheRank) {
+  TimeoutEnv env("4");
+  auto a = Heartbeat::create(0, 1, loopback());
+  ASSERT_TRUE(a.ok());
+  Status s = (*a)->start({(*a)->endpoint(), {4, 0, 0}});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.toString().find("rank 1"), std::string::npos) << s.toString();
+}
+
+}  // namespace
+}  // namespace chorus
