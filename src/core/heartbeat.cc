@@ -103,12 +103,16 @@ Status Heartbeat::start(const std::vector<std::vector<uint8_t>>& endpoints) {
   peers_.assign(n, net::SockAddr());
   lastSeen_.reset(new std::atomic<int64_t>[n]);
   peerFailed_.reset(new std::atomic<bool>[n]);
+  heard_.reset(new std::atomic<bool>[n]);
+  warned_.reset(new std::atomic<bool>[n]);
   peerReason_.assign(n, std::string());
   peerUsage_.assign(n, false);
   const int64_t now = nowNs();
   for (size_t r = 0; r < n; ++r) {
     lastSeen_[r].store(now);
     peerFailed_[r].store(false);
+    heard_[r].store(false);
+    warned_[r].store(false);
     if (static_cast<int>(r) == rank_ || endpoints[r].empty()) continue;
     auto a = net::decodeAddress(endpoints[r].data(), endpoints[r].size());
     if (!a.ok())
@@ -116,6 +120,9 @@ Status Heartbeat::start(const std::vector<std::vector<uint8_t>>& endpoints) {
     peers_[r] = *a;
     watched_[r] = true;
   }
+  startNs_ = now;
+  // The first beat leaves now, before the creation's last all-gather (see the header).
+  send(0);
   thread_ = std::thread([this] { run(); });
   return Status();
 }
@@ -131,8 +138,20 @@ Status Heartbeat::check(int peer) const {
     return peerUsage_[static_cast<size_t>(peer)] ? invalidUsage(std::move(msg))
                                                  : remoteError(std::move(msg));
   }
+  const int64_t now = nowNs();
+  if (!heard_[static_cast<size_t>(peer)].load()) {
+    if (static_cast<double>(now - startNs_) * 1e-9 > timeoutSeconds_ &&
+        !warned_[static_cast<size_t>(peer)].exchange(true)) {
+      CHORUS_LOG(WARN, NET) << "rank " << rank_ << ": no heartbeat has arrived from rank " << peer
+                            << " (" << peers_[static_cast<size_t>(peer)].toString()
+                            << ") since the communicator was created: is UDP to it blocked? "
+                               "Its silence (a stopped process, a cut link) will be found only "
+                               "at CHORUS_TIMEOUT";
+    }
+    return Status();
+  }
   const double silent =
-      static_cast<double>(nowNs() - lastSeen_[static_cast<size_t>(peer)].load()) * 1e-9;
+      static_cast<double>(now - lastSeen_[static_cast<size_t>(peer)].load()) * 1e-9;
   if (silent <= timeoutSeconds_) return Status();
   char secs[32];
   std::snprintf(secs, sizeof(secs), "%.1f", silent);
@@ -201,6 +220,7 @@ void Heartbeat::receive() {
         !sameAddress(peers_[sender], from, fromLen))
       continue;
     lastSeen_[sender].store(nowNs());
+    heard_[sender].store(true);
     if ((buf[6] & kFlagFailed) && !peerFailed_[sender].load()) {
       std::string reason(reinterpret_cast<const char*>(buf + kBeatBytes),
                          static_cast<size_t>(got) - kBeatBytes);
@@ -216,8 +236,8 @@ void Heartbeat::receive() {
 }
 
 void Heartbeat::run() {
-  uint64_t seq = 0;
-  auto next = std::chrono::steady_clock::now();
+  uint64_t seq = 1;  // beat 0 left in start()
+  auto next = std::chrono::steady_clock::now() + std::chrono::milliseconds(intervalMs_);
   while (!stop_.load()) {
     auto now = std::chrono::steady_clock::now();
     if (now >= next) {

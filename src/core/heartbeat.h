@@ -13,9 +13,14 @@
 // The datagrams are UDP, sent from and to the address the TCP transport listens on (the same
 // interface, so a link that is down or filtered stops them too). Each carries the
 // communicator's id and both ranks, and is taken only from the address its sender published:
-// stray or forged datagrams are ignored, never trusted beyond "rank r is still there". Before a
-// peer's first datagram it counts as heard at start(), so a peer that never beats at all is
-// judged like one that stopped.
+// stray or forged datagrams are ignored, never trusted beyond "rank r is still there".
+//
+// Only a peer heard from at least once is judged by its silence. Every rank sends its first
+// beat inside start(), before the communicator's creation ends with an all-gather, so every
+// peer's first beat is on its way before any rank can use the communicator; a peer never heard
+// means the datagrams cannot pass (a firewall that lets TCP through but not UDP), and judging
+// it would fail every job there. Such a peer is logged once (WARN) and left to its connection
+// and CHORUS_TIMEOUT, as without heartbeats.
 //
 // A rank whose communicator has failed says so in its beats from then on (with the first line
 // of its error), and its peers' waits on it fail at once with that reason: a peer that was never
@@ -65,6 +70,11 @@ class Heartbeat {
   /// kRemoteError, except kInvalidUsage, which stays (as cancel() does on connections).
   void announceFailure(const Status& why);
   double timeoutSeconds() const { return timeoutSeconds_; }
+  /// Whether a beat from `peer` has arrived yet (only such peers are judged by silence).
+  bool heard(int peer) const {
+    return heard_ && peer >= 0 && static_cast<size_t>(peer) < watched_.size() &&
+           heard_[static_cast<size_t>(peer)].load();
+  }
 
  private:
   Heartbeat() = default;
@@ -83,6 +93,9 @@ class Heartbeat {
   std::vector<net::SockAddr> peers_;
   // steady_clock nanoseconds of the last datagram from each rank.
   std::unique_ptr<std::atomic<int64_t>[]> lastSeen_;
+  std::unique_ptr<std::atomic<bool>[]> heard_;           // a beat has arrived from the rank
+  mutable std::unique_ptr<std::atomic<bool>[]> warned_;  // "never heard" was logged
+  int64_t startNs_ = 0;
   // Failures announced by peers (flag, then the reason under mu_), and this rank's own.
   std::unique_ptr<std::atomic<bool>[]> peerFailed_;
   mutable std::mutex mu_;

@@ -20,6 +20,9 @@
 //           exit         the process exits normally (std::exit) without leaving the call
 //           abort        another thread of the victim calls chorusCommAbort while its main
 //                        thread is inside the phase's call (which must fail too)
+//           rootkill     (init only) rank 0, which serves the store, is killed 0.3 s into the
+//                        rendezvous, which rank 2 joins 0.6 s late: rank 1 is waiting in it,
+//                        rank 2 finds no store; both must fail (no shrink afterwards: no store)
 // Every survivor must: fail the phase's call with chorusRemoteError or chorusTimeout naming
 // rank 1 (or, for init, the missing rank) within the bound (5 s; init: CHORUS_TIMEOUT, set to
 // 10 s here); then make a communicator without the victim (chorusCommShrink) and all-reduce
@@ -57,7 +60,7 @@ constexpr double kInitTimeout = 10.0;
 
 const char* const kPhases[] = {"init",  "connect", "small", "large",
                                "nonblocking", "group", "split", "destroy"};
-const char* const kFaults[] = {"kill", "stop", "exit", "abort"};
+const char* const kFaults[] = {"kill", "stop", "exit", "abort", "rootkill"};
 
 // What the ranks of one cell write for the parent (MAP_SHARED, made before the fork).
 struct Shared {
@@ -120,7 +123,12 @@ std::string judge(const Cell& c, Shared* sh, int rank, chorusResult_t r, const s
   const bool named = msg.find("rank 1") != std::string::npos ||
                      msg.find("ranks 1") != std::string::npos ||
                      (c.phase == "init" && msg.find("store") != std::string::npos);
-  if (!named) return "the error does not name rank 1: " + msg;
+  if (c.fault == "rootkill") {
+    if (msg.find("store") == std::string::npos && msg.find("rank 0") == std::string::npos)
+      return "the error names neither the store nor rank 0: " + msg;
+  } else if (!named) {
+    return "the error does not name rank 1: " + msg;
+  }
   const double at = sh->faultAt.load();
   if (at <= 0) return "failed before the fault: " + msg;
   const double bound = c.phase == "init" ? kInitTimeout + kBoundSeconds : kBoundSeconds;
@@ -163,7 +171,21 @@ std::string runSurvivorOrVictim(const Cell& c, Shared* sh, int rank, int nranks)
   me.fdsBefore = openFds();
   me.threadsBefore = threads();
   const bool victim = rank == kVictim;
-  if (victim && c.phase == "init") bringAbout(c.fault, sh, nullptr).join();
+  std::thread rootKiller;
+  if (c.fault == "rootkill") {
+    if (rank == 0) {
+      rootKiller = std::thread([sh] {
+        ::usleep(300000);
+        sh->victimPid.store(static_cast<int>(::getpid()));
+        sh->faultAt.store(monotonicSeconds());
+        std::raise(SIGKILL);
+      });
+      rootKiller.detach();
+    }
+    if (rank == 2) ::usleep(600000);
+  } else if (victim && c.phase == "init") {
+    bringAbout(c.fault, sh, nullptr).join();
+  }
 
   chorusComm_t comm = nullptr;
   chorusResult_t r = chorusCommInitFromEnv(&comm);
@@ -319,8 +341,9 @@ CellResult runCell(const Cell& c) {
       res.pass = false;
       res.notes += "left " + f + "; ";
     }
-    if (o.rank == kVictim) {
-      const bool ended = (c.fault == "kill" || c.fault == "stop") ? o.signal == SIGKILL
+    if (o.rank == (c.fault == "rootkill" ? 0 : kVictim)) {
+      const bool ended = (c.fault == "kill" || c.fault == "stop" || c.fault == "rootkill")
+                             ? o.signal == SIGKILL
                                                                   : o.exited && o.exitCode == 0;
       if (!ended) {
         res.pass = false;
@@ -428,6 +451,7 @@ int main(int argc, char** argv) {
     for (const auto& p : phases)
       for (const auto& t : transports) {
         if (f == "abort" && p == "init") continue;  // nothing to abort before init
+        if (f == "rootkill" && p != "init") continue;  // a fault of the rendezvous
         Cell c{t, p, f, ranks};
         if (list) {
           std::printf("%s %s %s\n", f.c_str(), p.c_str(), t.c_str());

@@ -107,7 +107,10 @@ TEST(Heartbeat, ForgedOrStrayDatagramsAreIgnored) {
   ASSERT_TRUE(a.ok() && b.ok());
   std::vector<std::vector<uint8_t>> eps{(*a)->endpoint(), (*b)->endpoint()};
   ASSERT_TRUE((*a)->start(eps).ok());
-  // b never starts: it never beats. A forger sends what looks like b's beats, from elsewhere.
+  ASSERT_TRUE((*b)->start(eps).ok());
+  ASSERT_TRUE(eventually([&] { return (*a)->heard(1); }, 10.0));
+  b->reset();  // rank 1 stops beating; a forger sends what looks like its beats, from elsewhere
+
   int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   ASSERT_GE(fd, 0);
   const net::SockAddr to = (*a)->address();
@@ -137,6 +140,19 @@ TEST(Heartbeat, ForgedOrStrayDatagramsAreIgnored) {
   ::close(fd);
   const Status s = (*a)->check(1);
   EXPECT_EQ(s.code(), Code::kRemoteError) << "a forged beat kept rank 1 alive: " << s.toString();
+}
+
+// A peer never heard from (UDP blocked where TCP passes) is not judged by its silence: that
+// would fail every job on such a network. It is left to its connection and CHORUS_TIMEOUT.
+TEST(Heartbeat, APeerNeverHeardFromIsNotJudged) {
+  TimeoutEnv env("0.3");
+  auto a = Heartbeat::create(0, 9, loopback());
+  auto b = Heartbeat::create(1, 9, loopback());
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE((*a)->start({(*a)->endpoint(), (*b)->endpoint()}).ok());  // b never starts
+  std::this_thread::sleep_for(std::chrono::milliseconds(900));
+  EXPECT_FALSE((*a)->heard(1));
+  EXPECT_TRUE((*a)->check(1).ok()) << (*a)->check(1).toString();
 }
 
 TEST(Heartbeat, AMalformedPeerEndpointIsRefusedNamingTheRank) {
