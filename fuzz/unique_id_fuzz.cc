@@ -1,7 +1,9 @@
 // libFuzzer target: the unique-id decoder (src/bootstrap/unique_id.h), which every rank runs on
 // the 128 bytes the application hands it, and the job-secret parser for CHORUS_JOB_SECRET.
 //
-// The first 128 bytes of the input (zero-padded) are an id. Properties:
+// The first 128 bytes of the input (zero-padded) are an id; for inputs of odd length the target
+// first writes the right checksum into it, as a producer other than chorusGetUniqueId could, so
+// the fuzzer also explores what lies behind the checksum. Properties:
 //   - decodeUniqueId refuses with kInvalidUsage and a message, or gives a job whose encoding
 //     (encodeUniqueId) is exactly the input: an id has one spelling, so bytes the format
 //     reserves cannot carry anything unchecked;
@@ -18,7 +20,9 @@
 #include <string_view>
 
 #include "fuzz/fuzz_target.h"
+#include "src/base/host_id.h"
 #include "src/bootstrap/unique_id.h"
+#include "src/bootstrap/wire.h"
 
 namespace chorus::fuzz {
 namespace {
@@ -44,6 +48,11 @@ int uniqueIdOne(const uint8_t* data, size_t size) {
   std::memset(&id, 0, sizeof id);
   const size_t idBytes = std::min<size_t>(size, sizeof id.internal);
   std::memcpy(id.internal, data, idBytes);
+  if (size % 2 == 1) {
+    // The layout's checksum: hash64 of bytes [0,48) at [48,56) (unique_id.h).
+    auto* b = reinterpret_cast<uint8_t*>(id.internal);
+    bootstrap::wire::storeLe(b + 48, hash64(b, 48), 8);
+  }
 
   auto job = bootstrap::decodeUniqueId(id);
   if (!job.ok()) {
