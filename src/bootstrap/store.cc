@@ -50,6 +50,22 @@ void finishFrame(std::vector<uint8_t>* frame) {
   wire::storeLe(frame->data(), frame->size() - kFrameHeader, 8);
 }
 
+// Reads a reply body of `len` bytes, growing the buffer only as the bytes come (1 MiB at a
+// time): whatever answers at the store's address (the secret authenticates clients, not the
+// store) can announce up to 1 GiB, and must not make a rank allocate what it does not send.
+Status recvBody(int fd, uint64_t len, net::Deadline deadline, const std::string& what,
+                std::vector<uint8_t>* body) {
+  constexpr uint64_t kStep = 1 << 20;
+  body->clear();
+  while (body->size() < len) {
+    const size_t at = body->size();
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kStep, len - at));
+    body->resize(at + n);
+    CHORUS_RETURN_IF_ERROR(net::recvAll(fd, body->data() + at, n, deadline, what));
+  }
+  return Status();
+}
+
 }  // namespace
 
 // ---- Server --------------------------------------------------------------------------------
@@ -697,8 +713,8 @@ StatusOr<std::vector<uint8_t>> StoreClient::call(std::vector<uint8_t> request,
   if (len < 1 || len > kMaxStoreFrame)
     return fail(remoteError(op + ": the " + what_ + " sent a malformed reply (a frame of " +
                             std::to_string(len) + " bytes)"));
-  std::vector<uint8_t> body(len);
-  s = net::recvAll(fd_.get(), body.data(), body.size(), deadline, what_);
+  std::vector<uint8_t> body;
+  s = recvBody(fd_.get(), len, deadline, what_, &body);
   if (!s.ok()) return fail(s.withContext(op));
   return decodeStoreReply(body.data(), body.size(), op, what_);
 }

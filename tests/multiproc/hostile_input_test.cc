@@ -16,7 +16,8 @@
 // answers the foreign hello with "wrong communicator" and drops the rest; each refusal is in the
 // rank's log with its reason; rank 0's resident memory grows by less than 8 MiB over the store
 // attack (the announced 1 TiB and 1 GiB are never allocated; the 1 MiB actually sent is
-// buffered) and no rank's by more than 64 MiB over the whole job. Ports are found the way an
+// buffered) and no rank's by more than 64 MiB over the whole job — peaks (VmHWM, reset by each
+// rank once initialized), so memory taken and given back in between still counts. Ports are found the way an
 // operator would: CHORUS_ROOT for the store, and each rank's "tcp: rank R listening on ADDR" log
 // line (CHORUS_DEBUG=INFO, CHORUS_DEBUG_SUBSYS=NET). Every wait is bounded; nothing depends on
 // timing: each step waits for the previous one to have happened.
@@ -67,19 +68,27 @@ struct Shared {
   std::atomic<int> attackerDone;  // 1: the attacker has checked everything it can see
   std::atomic<int> ranksLeft;     // ranks past chorusCommDestroy
   int pid[kRanks];
-  long rssBeforeKb[kRanks];
-  long rssAfterKb[kRanks];
-  long storeRssBeforeKb, storeRssAfterKb;  // rank 0 across the store attack
+  long rssBeforeKb[kRanks];  // resident once initialized (peak reset there)
+  long rssAfterKb[kRanks];   // peak resident through the all-reduces
+  long storeRssBeforeKb, storeRssAfterKb;  // rank 0: resident before, peak after the store attack
   int attacks;
   char attackerFailure[4096];
 };
 
-long rssKb(pid_t pid) {
+// VmRSS (resident now) or VmHWM (peak resident since the process reset it) of `pid`, in kB.
+long statusKb(pid_t pid, const char* field) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   std::string line;
   while (std::getline(in, line))
-    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+    if (line.rfind(field, 0) == 0) return std::atol(line.c_str() + std::strlen(field));
   return -1;
+}
+long rssKb(pid_t pid) { return statusKb(pid, "VmRSS:"); }
+long peakKb(pid_t pid) { return statusKb(pid, "VmHWM:"); }
+
+// Peaks are measured from here: a buffer allocated and freed in between still counts.
+void resetPeak() {
+  std::ofstream("/proc/self/clear_refs") << "5";
 }
 
 template <typename Pred>
@@ -284,7 +293,7 @@ std::string attacker(Shared* sh, const std::string& dir, const std::string& stor
     auto v = (*probe)->add("hostile-input-probe", 41);
     if (!v.ok() || *v != 41) return "a good client was not served: " + v.status().toString();
   }
-  const long storeRssAfter = rssKb(sh->pid[0]);
+  const long storeRssAfter = peakKb(sh->pid[0]);
   sh->storeRssBeforeKb = storeRssBefore;
   sh->storeRssAfterKb = storeRssAfter;
   if (storeRssBefore <= 0 || storeRssAfter - storeRssBefore > 8 * 1024)
@@ -355,6 +364,7 @@ std::string rankMain(Shared* sh, int rank, int nranks, const std::string& root) 
   chorusComm_t comm = nullptr;
   RANK_OK(chorusCommInitFromEnv(&comm));
   sh->pid[rank] = static_cast<int>(::getpid());
+  resetPeak();
   sh->rssBeforeKb[rank] = rssKb(::getpid());
   sh->ranksReady.fetch_add(1);
   RANK_CHECK(waitFor([&] { return sh->attackSent.load() != 0; }, kStepSeconds),
@@ -379,7 +389,7 @@ std::string rankMain(Shared* sh, int rank, int nranks, const std::string& root) 
                std::to_string(want);
     }
   }
-  sh->rssAfterKb[rank] = rssKb(::getpid());
+  sh->rssAfterKb[rank] = peakKb(::getpid());
   sh->ranksDone.fetch_add(1);
   // The store lives in rank 0's process: the job stays up until the attacker has looked.
   RANK_CHECK(waitFor([&] { return sh->attackerDone.load() == 1; }, kStepSeconds),
@@ -439,7 +449,7 @@ TEST(HostileInput, JobFinishesWhileItsPortsAreAttacked) {
         << " kB";
   }
   std::printf("%d attacking connections; rank 0 (the store) %ld -> %ld kB across the store "
-              "attack; over the job:", sh->attacks, sh->storeRssBeforeKb, sh->storeRssAfterKb);
+              "attack (peak); over the job (peak):", sh->attacks, sh->storeRssBeforeKb, sh->storeRssAfterKb);
   for (int r = 0; r < kRanks; ++r)
     std::printf(" rank %d %ld -> %ld kB;", r, sh->rssBeforeKb[r], sh->rssAfterKb[r]);
   std::printf("\n");
