@@ -56,14 +56,16 @@ int chorus::fuzz::ncclXmlOne(const uint8_t* data, size_t size) {
   auto imported = chorus::topo::importNcclXml(text, &warnings);
   if (!imported.ok()) {
     const chorus::Status& st = imported.status();
-    if (st.code() != chorus::Code::kInvalidArgument) xmlFail("not an InvalidArgument", st.toString());
+    if (st.code() != chorus::Code::kInvalidArgument)
+      xmlFail("not an InvalidArgument", st.toString());
     if (st.message().rfind("line ", 0) != 0) xmlFail("an error that names no line", st.toString());
     return 0;
   }
   const chorus::topo::System& s = *imported;
   if (warnings.size() > 101) xmlFail("warnings are not capped", std::to_string(warnings.size()));
   for (const std::string& w : warnings)
-    if (w.rfind("line ", 0) != 0 && w.rfind("... and ", 0) != 0) xmlFail("a warning names no line", w);
+    if (w.rfind("line ", 0) != 0 && w.rfind("... and ", 0) != 0)
+      xmlFail("a warning names no line", w);
   chorus::Status valid = s.validate();
   if (!valid.ok()) xmlFail("an imported system fails validate()", valid.toString());
 

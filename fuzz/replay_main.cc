@@ -47,7 +47,8 @@ int main(int argc, char** argv) {
   size_t bytes = 0;
   for (const auto& f : files) {
     std::ifstream in(f, std::ios::binary);
-    std::vector<uint8_t> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::vector<uint8_t> data((std::istreambuf_iterator<char>(in)),
+                              std::istreambuf_iterator<char>());
     if (in.bad()) {
       std::fprintf(stderr, "fuzz_replay: cannot read %s\n", f.c_str());
       return 1;

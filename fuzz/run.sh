@@ -7,10 +7,10 @@
 # consistency; default nccl_xml); SECONDS defaults to 60 per target. The arguments may come in
 # any order. BUILD_DIR is configured on first use (clang, CHORUS_BUILD_FUZZ=ON, no
 # tests/tools/bench). Inputs that reach new code are added to fuzz/corpus/TARGET/; a crash or
-# failed check leaves its input in BUILD_DIR/fuzz/artifacts/. Fuzzes under nice -n 15, builds under nice -n 19
-# with at most 2 jobs. Set CHORUS_FUZZ_MERGE=1 to minimise the corpus afterwards (-merge=1 into
-# a fresh folder, which then replaces the corpus). Each run's statistics go to
-# BUILD_DIR/fuzz/TARGET.log (the figures in docs/reliability.md come from there).
+# failed check leaves its input in BUILD_DIR/fuzz/artifacts/. Fuzzes under nice -n 15; builds
+# under nice -n 19 with at most 2 jobs. Set CHORUS_FUZZ_MERGE=1 to minimise the corpus
+# afterwards (-merge=1 into a fresh folder, which then replaces the corpus). Each run's
+# statistics go to BUILD_DIR/fuzz/TARGET.log (the figures in docs/reliability.md come from there).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -69,7 +69,8 @@ for t in "${targets[@]}"; do
     # The named seeds (hand-written cases, regression inputs) stay; of the inputs libFuzzer
     # named by their SHA-1, only those that add coverage are kept.
     merged="$(mktemp -d)"
-    find "$corpus" -type f -regextype posix-extended ! -regex '.*/[0-9a-f]{40}' -exec cp {} "$merged"/ \;
+    find "$corpus" -type f -regextype posix-extended ! -regex '.*/[0-9a-f]{40}' \
+      -exec cp {} "$merged"/ \;
     nice -n 19 "$build/fuzz/${t}_fuzz" -merge=1 -max_len="$max_len" "$merged" "$corpus" \
       > "$build/fuzz/$t.merge.log" 2>&1
     find "$corpus" -type f -delete

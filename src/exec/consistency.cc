@@ -23,7 +23,9 @@ const char* opName(int userOp) {
 
 }  // namespace
 
-uint8_t wireOp(int userOp) { return static_cast<uint8_t>(userOp < 0 ? 0xff : std::min(userOp, 0xfe)); }
+uint8_t wireOp(int userOp) {
+  return static_cast<uint8_t>(userOp < 0 ? 0xff : std::min(userOp, 0xfe));
+}
 
 std::string describeCall(const OpIdentity& id, const char* algo) {
   std::string s = sched::collName(id.coll);

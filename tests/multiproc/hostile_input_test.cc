@@ -17,10 +17,10 @@
 // rank's log with its reason; rank 0's resident memory grows by less than 8 MiB over the store
 // attack (the announced 1 TiB and 1 GiB are never allocated; the 1 MiB actually sent is
 // buffered) and no rank's by more than 64 MiB over the whole job — peaks (VmHWM, reset by each
-// rank once initialized), so memory taken and given back in between still counts. Ports are found the way an
-// operator would: CHORUS_ROOT for the store, and each rank's "tcp: rank R listening on ADDR" log
-// line (CHORUS_DEBUG=INFO, CHORUS_DEBUG_SUBSYS=NET). Every wait is bounded; nothing depends on
-// timing: each step waits for the previous one to have happened.
+// rank once initialized), so memory taken and given back in between still counts. Ports are
+// found the way an operator would: CHORUS_ROOT for the store, and each rank's log line
+// "tcp: rank R listening on ADDR" (CHORUS_DEBUG=INFO, CHORUS_DEBUG_SUBSYS=NET). Every wait is
+// bounded; nothing depends on timing: each step waits for the previous one to have happened.
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
@@ -218,7 +218,8 @@ std::string attacker(Shared* sh, const std::string& dir, const std::string& stor
   if (!waitFor([&] { return sh->ranksReady.load() == kRanks; }, kStepSeconds))
     return "the ranks did not initialize";
   std::map<int, std::string> ports = listeningPorts(dir);
-  if (ports.size() != kRanks) return "found " + std::to_string(ports.size()) + " tcp ports in the logs";
+  if (ports.size() != kRanks)
+    return "found " + std::to_string(ports.size()) + " tcp ports in the logs";
 
   std::vector<Attack> attacks;
   auto open = [&](const std::string& what, const std::string& addr,
@@ -245,14 +246,17 @@ std::string attacker(Shared* sh, const std::string& dir, const std::string& stor
   bootstrap::Secret wrong = secret;
   wrong[0] ^= 1;
   bootstrap::Secret otherJob = bootstrap::deriveSecret("another job on this network");
-  const std::string refusal = "bytes:" + hex(u64le(1)) + "01";  // frame of 1 byte: kHelloWrongSecret
+  // A frame of 1 byte: kHelloWrongSecret.
+  const std::string refusal = "bytes:" + hex(u64le(1)) + "01";
   ATTACK("store: garbage", storeAddr, std::vector<uint8_t>(64, 0xa7), "eof");
   std::vector<uint8_t> notHello = u64le(4);
   for (char c : std::string("GET ")) notHello.push_back(static_cast<uint8_t>(c));
   ATTACK("store: a small frame that is not a hello", storeAddr, notHello, "closes");
   ATTACK("store: a frame announcing 2^40 bytes", storeAddr, u64le(uint64_t{1} << 40), "eof");
-  std::vector<uint8_t> hello = bootstrap::encodeStoreHello({bootstrap::kStoreProtocolVersion, secret});
-  ATTACK("store: a truncated hello", storeAddr, std::vector<uint8_t>(hello.begin(), hello.begin() + 13), "");
+  std::vector<uint8_t> hello =
+      bootstrap::encodeStoreHello({bootstrap::kStoreProtocolVersion, secret});
+  ATTACK("store: a truncated hello", storeAddr,
+         std::vector<uint8_t>(hello.begin(), hello.begin() + 13), "");
   ATTACK("store: a wrong job secret", storeAddr,
          bootstrap::encodeStoreHello({bootstrap::kStoreProtocolVersion, wrong}), refusal);
   ATTACK("store: another job's valid hello", storeAddr,
@@ -306,9 +310,11 @@ std::string attacker(Shared* sh, const std::string& dir, const std::string& stor
     ATTACK("tcp " + r + ": garbage", addr, std::vector<uint8_t>(tcp::kHelloBytes, 0xa7), "eof");
     std::vector<uint8_t> frame(tcp::kFrameHeaderBytes);
     tcp::wire::encodeFrameHeader({tcp::FrameType::kData, 0, uint64_t{1} << 40}, frame.data());
-    ATTACK("tcp " + r + ": a data frame announcing 2^40 bytes instead of a hello", addr, frame, "eof");
+    ATTACK("tcp " + r + ": a data frame announcing 2^40 bytes instead of a hello", addr, frame,
+           "eof");
     std::vector<uint8_t> h = tcpHello(0x0123456789abcdefull, 0, rank);
-    ATTACK("tcp " + r + ": a truncated hello", addr, std::vector<uint8_t>(h.begin(), h.begin() + 10), "");
+    ATTACK("tcp " + r + ": a truncated hello", addr,
+           std::vector<uint8_t>(h.begin(), h.begin() + 10), "");
     // What a rank of another job (another secret, so another communicator id) sends.
     std::vector<uint8_t> ack(tcp::kAckBytes);
     tcp::wire::encodeAck(tcp::AckResult::kWrongCommunicator, ack.data());
@@ -432,8 +438,8 @@ TEST(HostileInput, JobFinishesWhileItsPortsAreAttacked) {
 
   // The attacker ends by itself once the ranks have left (bounded waits); make sure of it.
   int status = 0;
-  bool attackerExited = waitFor([&] { return ::waitpid(attackerPid, &status, WNOHANG) == attackerPid; },
-                                kStepSeconds);
+  bool attackerExited = waitFor(
+      [&] { return ::waitpid(attackerPid, &status, WNOHANG) == attackerPid; }, kStepSeconds);
   if (!attackerExited) {
     ::kill(attackerPid, SIGKILL);
     ::waitpid(attackerPid, &status, 0);
@@ -449,7 +455,8 @@ TEST(HostileInput, JobFinishesWhileItsPortsAreAttacked) {
         << " kB";
   }
   std::printf("%d attacking connections; rank 0 (the store) %ld -> %ld kB across the store "
-              "attack (peak); over the job (peak):", sh->attacks, sh->storeRssBeforeKb, sh->storeRssAfterKb);
+              "attack (peak); over the job (peak):",
+              sh->attacks, sh->storeRssBeforeKb, sh->storeRssAfterKb);
   for (int r = 0; r < kRanks; ++r)
     std::printf(" rank %d %ld -> %ld kB;", r, sh->rssBeforeKb[r], sh->rssAfterKb[r]);
   std::printf("\n");
