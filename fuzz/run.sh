@@ -47,11 +47,13 @@ for t in "${targets[@]}"; do
   artifacts="$build/fuzz/artifacts"
   mkdir -p "$corpus" "$artifacts"
   # The XML reader takes whole files; the wire decoders take a few frames (the TCP target writes
-  # its input through a socket pair, 64 KiB at most). A decoder that allocates what an input
-  # announces instead of what it holds trips the 256 MiB malloc limit.
+  # its input through a socket pair: 256 KiB, so payloads beyond its 64 KiB buffer complete). A
+  # decoder that allocates what an input announces instead of what it holds trips the 256 MiB
+  # malloc limit.
   max_len=65536
   extra=(-malloc_limit_mb=256)
   [[ "$t" == nccl_xml ]] && max_len=32768 && extra=()
+  [[ "$t" == tcp_frames ]] && max_len=262144
   [[ -f "$here/$t.dict" ]] && extra+=(-dict="$here/$t.dict")
   before=$(find "$corpus" -type f | wc -l)
   run=0

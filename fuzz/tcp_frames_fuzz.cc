@@ -2,8 +2,10 @@
 // a hello (wire::judgeHello), the endpoint blob a peer publishes (decodeEndpoint), and the frame
 // stream of an established connection, read by the real TcpConnection from a socket.
 //
-// Input: byte 0 chooses up to four receives, each then described by 3 bytes (a size of 0-65535
-// bytes, big-endian, and a tag of 0-255); everything after is the peer's byte stream. The
+// Input: byte 0 chooses up to four receives, each then described by 3 bytes: a big-endian u16
+// size, and a byte whose top bit multiplies the size by 4 (so receives larger than the
+// connection's 64 KiB buffer, read straight into place, are reached) and whose low 7 bits are
+// the tag. Everything after is the peer's byte stream. The
 // stream is written into one end of a socket pair whose writing end is then closed, so the whole
 // stream and its end are in the kernel before the connection reads: the run is deterministic.
 // Properties:
@@ -77,9 +79,9 @@ void runConnection(const uint8_t* data, size_t size) {
   };
   std::vector<Want> wants;
   for (size_t i = 0; i < nrecv && pos + 3 <= size; ++i, pos += 3) {
-    // Sizes 0..65535 in bytes; the tag's low bits only, so matching tags are easy to find.
-    const size_t bytes = (size_t{data[pos]} << 8) | data[pos + 1];
-    wants.push_back(Want{std::vector<uint8_t>(bytes), Tag{data[pos + 2]}});
+    // Small tags only, so matching tags are easy to find.
+    const size_t bytes = ((size_t{data[pos]} << 8) | data[pos + 1]) << ((data[pos + 2] >> 7) * 2);
+    wants.push_back(Want{std::vector<uint8_t>(bytes), Tag{data[pos + 2] & 0x7fu}});
   }
   const uint8_t* stream = data + pos;
   const size_t streamLen = size - pos;
@@ -106,7 +108,7 @@ void runConnection(const uint8_t* data, size_t size) {
     ops.push_back(*op);
   }
   // Every step of the stream either completes something, reads more, or fails; the stream is
-  // at most 64 KiB, so this bound is far above any honest run.
+  // at most 256 KiB (fuzz/run.sh), so this bound is far above any honest run.
   constexpr int kMaxRounds = 100000;
   for (int round = 0;; ++round) {
     if (round == kMaxRounds) tcpFail("the connection neither completes nor fails (a hang)");
