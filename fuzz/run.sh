@@ -49,7 +49,8 @@ for t in "${targets[@]}"; do
   # The XML reader takes whole files; the wire decoders take a few frames (the TCP target writes
   # its input through a socket pair: 256 KiB, so payloads beyond its 64 KiB buffer complete). A
   # decoder that allocates what an input announces instead of what it holds trips the 256 MiB
-  # malloc limit.
+  # malloc limit. A unit taking 60 s is reported as a hang (the targets bound their own loops
+  # far below that; 10 s was hit once by an input that runs in 0.06 s, on a machine at load 10).
   max_len=65536
   extra=(-malloc_limit_mb=256)
   [[ "$t" == nccl_xml ]] && max_len=32768 && extra=()
@@ -58,7 +59,7 @@ for t in "${targets[@]}"; do
   before=$(find "$corpus" -type f | wc -l)
   run=0
   nice -n 15 "$build/fuzz/${t}_fuzz" \
-    -max_total_time="$seconds" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
+    -max_total_time="$seconds" -max_len="$max_len" -timeout=60 -rss_limit_mb=2048 \
     "${extra[@]}" -artifact_prefix="$artifacts/${t}-" -print_final_stats=1 \
     "$corpus" > "$build/fuzz/$t.log" 2>&1 || run=$?
   grep -E '^(#[0-9]+ +DONE|stat::number_of_executed_units|stat::peak_rss|SUMMARY|==[0-9]+==ERROR)' \
