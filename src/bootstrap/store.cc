@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "src/bootstrap/store_protocol.h"
 #include "src/bootstrap/wire.h"
 #include "src/base/config.h"
 #include "src/base/logging.h"
@@ -23,14 +24,8 @@
 namespace chorus::bootstrap {
 namespace {
 
-enum class Op : uint8_t { kHello = 1, kSet, kGet, kAdd, kExists, kMultiGet, kSetMultiGet };
-enum HelloResult : uint8_t { kHelloOk = 0, kHelloWrongSecret = 1, kHelloBadVersion = 2 };
-
-constexpr uint32_t kProtocolVersion = 1;
-// An unauthenticated client may send only this much: the hello is 29 bytes.
-constexpr uint64_t kMaxHelloFrame = 256;
-constexpr size_t kMaxKeyBytes = 64 * 1024;
-constexpr size_t kFrameHeader = 8;
+using Op = StoreOp;
+constexpr size_t kFrameHeader = kStoreFrameHeader;
 // Bytes read from one client per wake-up, so one client streaming a large value cannot starve
 // the others.
 constexpr size_t kReadBudget = 4 << 20;
@@ -48,11 +43,27 @@ std::string quoted(const std::string& key) {
   return "'" + key.substr(0, kShown) + "...'";
 }
 
-// A frame with its length still to be patched: requests and replies are built in place so the
-// body is copied once.
+// A frame with its length still to be patched: replies are built in place so the body is
+// copied once.
 std::vector<uint8_t> beginFrame() { return std::vector<uint8_t>(kFrameHeader, 0); }
 void finishFrame(std::vector<uint8_t>* frame) {
   wire::storeLe(frame->data(), frame->size() - kFrameHeader, 8);
+}
+
+// Reads a reply body of `len` bytes, growing the buffer only as the bytes come (1 MiB at a
+// time): whatever answers at the store's address (the secret authenticates clients, not the
+// store) can announce up to 1 GiB, and must not make a rank allocate what it does not send.
+Status recvBody(int fd, uint64_t len, net::Deadline deadline, const std::string& what,
+                std::vector<uint8_t>* body) {
+  constexpr uint64_t kStep = 1 << 20;
+  body->clear();
+  while (body->size() < len) {
+    const size_t at = body->size();
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kStep, len - at));
+    body->resize(at + n);
+    CHORUS_RETURN_IF_ERROR(net::recvAll(fd, body->data() + at, n, deadline, what));
+  }
+  return Status();
 }
 
 }  // namespace
@@ -114,8 +125,8 @@ class StoreServer::Impl {
   bool onEvents(Client& c, short revents);
   bool readSome(Client& c);
   bool processFrames(uint64_t id, Client& c);
-  bool handleRequest(uint64_t id, Client& c, wire::Reader& r);
-  bool handleHello(Client& c, wire::Reader& r);
+  bool handleRequest(uint64_t id, Client& c, const uint8_t* data, size_t len);
+  bool handleHello(Client& c, const uint8_t* data, size_t len);
   bool flush(Client& c);
   void drop(uint64_t id);
   void drainReady();
@@ -310,18 +321,17 @@ bool StoreServer::Impl::processFrames(uint64_t id, Client& c) {
   while (!c.parked && !c.closing) {
     size_t avail = c.in.size() - c.inPos;
     if (avail < kFrameHeader) break;
-    uint64_t len = wire::loadLe(c.in.data() + c.inPos, 8);
-    uint64_t limit = c.authed ? kMaxStoreFrame : kMaxHelloFrame;
-    if (len > limit) {
-      CHORUS_LOG(WARN, INIT) << name_ << ": client " << c.peer << " sent a frame of " << len
-                             << " bytes (limit " << limit << (c.authed ? "" : " before hello")
-                             << "); disconnected";
+    StatusOr<uint64_t> framed = storeFrameLength(c.in.data() + c.inPos, c.authed);
+    if (!framed.ok()) {
+      CHORUS_LOG(WARN, INIT) << name_ << ": client " << c.peer << " "
+                             << framed.status().message() << "; disconnected";
       return false;
     }
+    const uint64_t len = *framed;
     if (avail - kFrameHeader < len) break;
-    wire::Reader r(c.in.data() + c.inPos + kFrameHeader, static_cast<size_t>(len));
+    const uint8_t* payload = c.in.data() + c.inPos + kFrameHeader;
     c.inPos += kFrameHeader + static_cast<size_t>(len);
-    if (!handleRequest(id, c, r)) return false;
+    if (!handleRequest(id, c, payload, static_cast<size_t>(len))) return false;
   }
   // Compact: consumed bytes go, so a long-lived client's buffer does not grow.
   if (c.inPos == c.in.size()) {
@@ -334,20 +344,19 @@ bool StoreServer::Impl::processFrames(uint64_t id, Client& c) {
   return flush(c);
 }
 
-bool StoreServer::Impl::handleHello(Client& c, wire::Reader& r) {
-  uint8_t op;
-  uint32_t version;
-  Secret secret;
-  if (!r.u8(&op) || op != static_cast<uint8_t>(Op::kHello) || !r.u32(&version) ||
-      !r.raw(secret.data(), secret.size()) || !r.done())
-    return malformed(c, "did not start with a hello");
+bool StoreServer::Impl::handleHello(Client& c, const uint8_t* data, size_t len) {
+  StatusOr<StoreHello> hello = decodeStoreHello(data, len);
+  if (!hello.ok()) return malformed(c, hello.status().message());
+  const uint32_t version = hello->version;
+  const Secret& secret = hello->secret;
   std::vector<uint8_t> frame = beginFrame();
   wire::Writer w(&frame);
-  if (version != kProtocolVersion) {
+  if (version != kStoreProtocolVersion) {
     CHORUS_LOG(WARN, INIT) << name_ << ": client " << c.peer << " speaks store protocol "
-                           << version << ", this server " << kProtocolVersion << "; disconnected";
+                           << version << ", this server " << kStoreProtocolVersion
+                           << "; disconnected";
     w.u8(kHelloBadVersion);
-    w.u32(kProtocolVersion);
+    w.u32(kStoreProtocolVersion);
     c.closing = true;
   } else {
     // Constant-time comparison: the reply's timing says nothing about how much was right.
@@ -367,27 +376,15 @@ bool StoreServer::Impl::handleHello(Client& c, wire::Reader& r) {
   return true;
 }
 
-bool StoreServer::Impl::handleRequest(uint64_t id, Client& c, wire::Reader& r) {
-  if (!c.authed) return handleHello(c, r);
-  uint8_t rawOp;
-  if (!r.u8(&rawOp)) return malformed(c, "sent an empty request");
-  Op op = static_cast<Op>(rawOp);
-  auto readKeys = [&](std::vector<std::string>* keys) {
-    uint32_t n;
-    // Each key takes at least 4 bytes, which bounds `n` before anything is allocated.
-    if (!r.u32(&n) || n > r.remaining() / 4) return false;
-    keys->resize(n);
-    for (auto& k : *keys)
-      if (!r.str(&k, kMaxKeyBytes)) return false;
-    return r.done();
-  };
+bool StoreServer::Impl::handleRequest(uint64_t id, Client& c, const uint8_t* data, size_t len) {
+  if (!c.authed) return handleHello(c, data, len);
+  StatusOr<StoreRequest> decoded = decodeStoreRequest(data, len);
+  if (!decoded.ok()) return malformed(c, decoded.status().message());
+  StoreRequest& q = *decoded;
+  const Op op = q.op;
   switch (op) {
     case Op::kSet: {
-      std::string key;
-      if (!r.str(&key, kMaxKeyBytes)) return malformed(c, "sent a malformed set");
-      std::vector<uint8_t> value;
-      r.rest(&value);
-      auto [it, created] = data_.insert_or_assign(std::move(key), std::move(value));
+      auto [it, created] = data_.insert_or_assign(std::move(q.key), std::move(q.value));
       if (created) keyCreated(it->first);
       std::vector<uint8_t> frame = beginFrame();
       frame.push_back(0);
@@ -395,16 +392,12 @@ bool StoreServer::Impl::handleRequest(uint64_t id, Client& c, wire::Reader& r) {
       return true;
     }
     case Op::kGet: {
-      std::string key;
-      if (!r.str(&key, kMaxKeyBytes) || !r.done()) return malformed(c, "sent a malformed get");
-      park(id, c, op, {std::move(key)});
+      park(id, c, op, {std::move(q.key)});
       return true;
     }
     case Op::kAdd: {
-      std::string key;
-      int64_t delta;
-      if (!r.str(&key, kMaxKeyBytes) || !r.i64(&delta) || !r.done())
-        return malformed(c, "sent a malformed add");
+      std::string& key = q.key;
+      const int64_t delta = q.delta;
       auto it = data_.find(key);
       uint64_t value = 0;
       if (it != data_.end()) {
@@ -432,8 +425,7 @@ bool StoreServer::Impl::handleRequest(uint64_t id, Client& c, wire::Reader& r) {
       return true;
     }
     case Op::kExists: {
-      std::vector<std::string> keys;
-      if (!readKeys(&keys)) return malformed(c, "sent a malformed exists");
+      const std::vector<std::string>& keys = q.keys;
       std::vector<uint8_t> frame = beginFrame();
       wire::Writer w(&frame);
       w.u8(0);
@@ -443,26 +435,20 @@ bool StoreServer::Impl::handleRequest(uint64_t id, Client& c, wire::Reader& r) {
       return true;
     }
     case Op::kMultiGet: {
-      std::vector<std::string> keys;
-      if (!readKeys(&keys)) return malformed(c, "sent a malformed multiGet");
-      park(id, c, op, std::move(keys));
+      park(id, c, op, std::move(q.keys));
       return true;
     }
     case Op::kSetMultiGet: {
-      std::string key;
-      std::vector<uint8_t> value;
-      std::vector<std::string> keys;
-      if (!r.str(&key, kMaxKeyBytes) || !r.blob(&value, kMaxStoreFrame) || !readKeys(&keys))
-        return malformed(c, "sent a malformed setMultiGet");
-      auto [it, created] = data_.insert_or_assign(std::move(key), std::move(value));
+      auto [it, created] = data_.insert_or_assign(std::move(q.key), std::move(q.value));
       if (created) keyCreated(it->first);
-      park(id, c, Op::kMultiGet, std::move(keys));
+      park(id, c, Op::kMultiGet, std::move(q.keys));
       return true;
     }
     case Op::kHello:
-      return malformed(c, "sent a second hello");
+      break;  // decodeStoreRequest refuses it
   }
-  return malformed(c, "sent unknown request type " + std::to_string(rawOp));
+  return malformed(c, "sent request type " + std::to_string(static_cast<int>(op)) +
+                          ", which the decoder should have refused");
 }
 
 void StoreServer::Impl::park(uint64_t id, Client& c, Op op, std::vector<std::string> keys) {
@@ -682,12 +668,7 @@ StatusOr<std::unique_ptr<StoreClient>> StoreClient::connect(const net::SockAddr&
   if (!fd.ok()) return fd.status().withContext("connecting to the bootstrap " + what);
   std::unique_ptr<StoreClient> client(new StoreClient(net::Fd(*fd), address));
 
-  std::vector<uint8_t> hello = beginFrame();
-  wire::Writer w(&hello);
-  w.u8(static_cast<uint8_t>(Op::kHello));
-  w.u32(kProtocolVersion);
-  w.raw(secret.data(), secret.size());
-  finishFrame(&hello);
+  std::vector<uint8_t> hello = encodeStoreHello(StoreHello{kStoreProtocolVersion, secret});
   CHORUS_RETURN_IF_ERROR(net::sendAll(client->fd_.get(), hello.data(), hello.size(), deadline, what)
                              .withContext("handshake"));
   uint8_t header[kFrameHeader];
@@ -701,25 +682,8 @@ StatusOr<std::unique_ptr<StoreClient>> StoreClient::connect(const net::SockAddr&
   std::vector<uint8_t> body(len);
   CHORUS_RETURN_IF_ERROR(net::recvAll(client->fd_.get(), body.data(), body.size(), deadline, what)
                              .withContext("handshake"));
-  wire::Reader r(body.data(), body.size());
-  uint8_t result = 0;
-  r.u8(&result);
-  switch (result) {
-    case kHelloOk:
-      return client;
-    case kHelloWrongSecret:
-      return invalidUsage(what + " refused the job secret (it serves another job, or the ranks "
-                                 "were given different unique ids / CHORUS_JOB_SECRET)");
-    case kHelloBadVersion: {
-      uint32_t theirs = 0;
-      r.u32(&theirs);
-      return invalidUsage(what + " speaks store protocol " + std::to_string(theirs) +
-                          ", this rank " + std::to_string(kProtocolVersion) +
-                          ": all ranks must run the same chorus version");
-    }
-    default:
-      return remoteError(what + " answered the handshake with code " + std::to_string(result));
-  }
+  CHORUS_RETURN_IF_ERROR(decodeStoreHelloReply(body.data(), body.size(), what));
+  return client;
 }
 
 Status StoreClient::fail(Status why) {
@@ -749,38 +713,19 @@ StatusOr<std::vector<uint8_t>> StoreClient::call(std::vector<uint8_t> request,
   if (len < 1 || len > kMaxStoreFrame)
     return fail(remoteError(op + ": the " + what_ + " sent a malformed reply (a frame of " +
                             std::to_string(len) + " bytes)"));
-  std::vector<uint8_t> body(len);
-  s = net::recvAll(fd_.get(), body.data(), body.size(), deadline, what_);
+  std::vector<uint8_t> body;
+  s = recvBody(fd_.get(), len, deadline, what_, &body);
   if (!s.ok()) return fail(s.withContext(op));
-  uint8_t code = body[0];
-  if (code != 0) {
-    std::string message(body.begin() + 1, body.end());
-    Code c = code <= static_cast<uint8_t>(Code::kInProgress) ? static_cast<Code>(code)
-                                                             : Code::kRemoteError;
-    return Status(c, op + ": " + what_ + ": " + message);
-  }
-  body.erase(body.begin());
-  return body;
+  return decodeStoreReply(body.data(), body.size(), op, what_);
 }
 
 namespace {
-void appendKeys(wire::Writer& w, const std::vector<std::string>& keys) {
-  w.u32(static_cast<uint32_t>(keys.size()));
-  for (const auto& k : keys) w.str(k);
-}
-std::vector<uint8_t> requestWithKeys(Op op, const std::vector<std::string>& keys) {
-  std::vector<uint8_t> req = beginFrame();
-  wire::Writer w(&req);
-  w.u8(static_cast<uint8_t>(op));
-  appendKeys(w, keys);
-  return req;
-}
-
 Status checkKeys(const std::vector<std::string>& keys) {
   for (const auto& k : keys)
-    if (k.size() > kMaxKeyBytes)
+    if (k.size() > kMaxStoreKeyBytes)
       return invalidArgument("store key " + quoted(k) + " is " + std::to_string(k.size()) +
-                             " bytes, more than the limit of " + std::to_string(kMaxKeyBytes));
+                             " bytes, more than the limit of " +
+                             std::to_string(kMaxStoreKeyBytes));
   return Status();
 }
 
@@ -791,6 +736,17 @@ std::string describeKeys(const std::vector<std::string>& keys) {
   if (keys.size() > kShown) s += ", ... (" + std::to_string(keys.size()) + " keys)";
   return s;
 }
+
+// Requests are encoded by encodeStoreRequest (store_protocol.h), the inverse of what the server
+// decodes them with.
+StoreRequest request(Op op, std::string key = {}, std::vector<std::string> keys = {}) {
+  StoreRequest q;
+  q.op = op;
+  q.key = std::move(key);
+  q.keys = std::move(keys);
+  return q;
+}
+
 }  // namespace
 
 Status StoreClient::set(const std::string& key, const std::vector<uint8_t>& value) {
@@ -798,37 +754,24 @@ Status StoreClient::set(const std::string& key, const std::vector<uint8_t>& valu
   if (value.size() > kMaxStoreFrame - 64 - key.size())
     return invalidArgument("store value of " + std::to_string(value.size()) + " bytes for key " +
                            quoted(key) + " exceeds the 1 GiB frame limit");
-  std::vector<uint8_t> req = beginFrame();
-  req.reserve(kFrameHeader + 1 + 4 + key.size() + value.size());
-  wire::Writer w(&req);
-  w.u8(static_cast<uint8_t>(Op::kSet));
-  w.str(key);
-  w.raw(value.data(), value.size());
-  return call(std::move(req), "set of key " + quoted(key), false).status();
+  StoreRequest q = request(Op::kSet, key);
+  q.value = value;
+  return call(encodeStoreRequest(q), "set of key " + quoted(key), false).status();
 }
 
 StatusOr<std::vector<uint8_t>> StoreClient::get(const std::string& key) {
   CHORUS_RETURN_IF_ERROR(checkKeys({key}));
-  std::vector<uint8_t> req = beginFrame();
-  wire::Writer w(&req);
-  w.u8(static_cast<uint8_t>(Op::kGet));
-  w.str(key);
-  return call(std::move(req), "get of key " + quoted(key), true);
+  return call(encodeStoreRequest(request(Op::kGet, key)), "get of key " + quoted(key), true);
 }
 
 StatusOr<int64_t> StoreClient::add(const std::string& key, int64_t delta) {
   CHORUS_RETURN_IF_ERROR(checkKeys({key}));
-  std::vector<uint8_t> req = beginFrame();
-  wire::Writer w(&req);
-  w.u8(static_cast<uint8_t>(Op::kAdd));
-  w.str(key);
-  w.i64(delta);
+  StoreRequest q = request(Op::kAdd, key);
+  q.delta = delta;
   std::string op = "add to key " + quoted(key);
-  CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> body, call(std::move(req), op, false));
-  wire::Reader r(body.data(), body.size());
-  int64_t value;
-  if (!r.i64(&value) || !r.done())
-    return fail(remoteError(op + ": the " + what_ + " sent a malformed reply"));
+  CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> body, call(encodeStoreRequest(q), op, false));
+  StatusOr<int64_t> value = decodeStoreAddReply(body);
+  if (!value.ok()) return fail(value.status().withContext(op + ": the " + what_));
   return value;
 }
 
@@ -836,17 +779,9 @@ StatusOr<std::vector<bool>> StoreClient::exists(const std::vector<std::string>& 
   CHORUS_RETURN_IF_ERROR(checkKeys(keys));
   std::string op = "exists of " + describeKeys(keys);
   CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> body,
-                          call(requestWithKeys(Op::kExists, keys), op, false));
-  wire::Reader r(body.data(), body.size());
-  uint32_t n;
-  if (!r.u32(&n) || n != keys.size() || r.remaining() != n)
-    return fail(remoteError(op + ": the " + what_ + " sent a malformed reply"));
-  std::vector<bool> out(n);
-  for (uint32_t i = 0; i < n; ++i) {
-    uint8_t b = 0;
-    r.u8(&b);
-    out[i] = b != 0;
-  }
+                          call(encodeStoreRequest(request(Op::kExists, {}, keys)), op, false));
+  StatusOr<std::vector<bool>> out = decodeStoreExistsReply(body, keys.size());
+  if (!out.ok()) return fail(out.status().withContext(op + ": the " + what_));
   return out;
 }
 
@@ -862,7 +797,7 @@ StatusOr<std::vector<std::vector<uint8_t>>> StoreClient::multiGet(
   CHORUS_RETURN_IF_ERROR(checkKeys(keys));
   std::string op = "multiGet of " + describeKeys(keys);
   CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> body,
-                          call(requestWithKeys(Op::kMultiGet, keys), op, true));
+                          call(encodeStoreRequest(request(Op::kMultiGet, {}, keys)), op, true));
   return parseValues(body, keys.size(), op);
 }
 
@@ -874,26 +809,17 @@ StatusOr<std::vector<std::vector<uint8_t>>> StoreClient::setAndMultiGet(
   if (value.size() > kMaxStoreFrame / 2)
     return invalidArgument("store value of " + std::to_string(value.size()) + " bytes for key " +
                            quoted(key) + " exceeds the 512 MiB limit of setAndMultiGet");
-  std::vector<uint8_t> req = beginFrame();
-  wire::Writer w(&req);
-  w.u8(static_cast<uint8_t>(Op::kSetMultiGet));
-  w.str(key);
-  w.blob(value);
-  appendKeys(w, keys);
+  StoreRequest q = request(Op::kSetMultiGet, key, keys);
+  q.value = value;
   std::string op = "setAndMultiGet of " + describeKeys(keys);
-  CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> body, call(std::move(req), op, true));
+  CHORUS_ASSIGN_OR_RETURN(std::vector<uint8_t> body, call(encodeStoreRequest(q), op, true));
   return parseValues(body, keys.size(), op);
 }
 
 StatusOr<std::vector<std::vector<uint8_t>>> StoreClient::parseValues(
     const std::vector<uint8_t>& body, size_t count, const std::string& op) {
-  wire::Reader r(body.data(), body.size());
-  uint32_t n;
-  bool ok = r.u32(&n) && n == count;
-  std::vector<std::vector<uint8_t>> out(ok ? n : 0);
-  for (size_t i = 0; ok && i < out.size(); ++i) ok = r.blob(&out[i], kMaxStoreFrame);
-  if (!ok || !r.done())
-    return fail(remoteError(op + ": the " + what_ + " sent a malformed reply"));
+  auto out = decodeStoreValuesReply(body, count);
+  if (!out.ok()) return fail(out.status().withContext(op + ": the " + what_));
   return out;
 }
 

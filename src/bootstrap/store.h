@@ -12,7 +12,7 @@
 // is read from an unauthenticated client beyond a few hundred bytes, so a port scanner or a
 // stray process from another job cannot make the server allocate memory or see any key.
 //
-// Protocol (all little-endian, see wire.h): every message is a frame `u64 length, payload`, at
+// Protocol (all little-endian, see wire.h; encoded and decoded by store_protocol.h): every message is a frame `u64 length, payload`, at
 // most 1 GiB. Requests start with a u8 op; replies with a u8 status (a chorus::Code, 0 = ok)
 // followed by the result or, on failure, an error message. Clients send one request at a time.
 //   hello    u32 version, 16-byte secret          -> u8 0 ok | 1 wrong secret | 2 bad version
@@ -32,14 +32,12 @@
 #include <thread>
 #include <vector>
 
+#include "src/bootstrap/store_protocol.h"
 #include "src/bootstrap/unique_id.h"
 #include "src/base/socket_util.h"
 #include "src/base/status.h"
 
 namespace chorus::bootstrap {
-
-// Largest frame either side accepts (a value, or a whole multiGet reply).
-inline constexpr uint64_t kMaxStoreFrame = uint64_t{1} << 30;
 
 class StoreServer {
  public:

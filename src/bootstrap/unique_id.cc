@@ -84,14 +84,24 @@ StatusOr<JobId> decodeUniqueId(const chorusUniqueId& id) {
                         ": all ranks must run the same chorus version");
   if (wire::loadLe(b + kChecksummed, 8) != hash64(b, kChecksummed))
     return invalidUsage("unique id is corrupted (checksum mismatch)");
-  for (size_t i = kUsed; i < CHORUS_UNIQUE_ID_BYTES; ++i)
-    if (b[i] != 0) return invalidUsage("unique id is corrupted (reserved bytes are not zero)");
+  // Bytes the layout leaves unused must be zero, so an id has one spelling and nothing in it
+  // goes unchecked: the padding after the port, and for IPv4 the scope id and the 12 bytes
+  // after the address.
+  auto zero = [&](size_t from, size_t to) {
+    for (size_t i = from; i < to; ++i)
+      if (b[i] != 0) return false;
+    return true;
+  };
+  if (!zero(kUsed, CHORUS_UNIQUE_ID_BYTES) || !zero(10, 12))
+    return invalidUsage("unique id is corrupted (reserved bytes are not zero)");
 
   JobId job;
   uint16_t family = static_cast<uint16_t>(wire::loadLe(b + 6, 2));
   uint16_t port = static_cast<uint16_t>(wire::loadLe(b + 8, 2));
   if (port == 0) return invalidUsage("unique id is corrupted (port 0)");
   if (family == 4) {
+    if (!zero(12, 16) || !zero(20, 32))
+      return invalidUsage("unique id is corrupted (an IPv4 id with bytes set beyond its address)");
     auto* a = reinterpret_cast<sockaddr_in*>(&job.root.storage);
     a->sin_family = AF_INET;
     a->sin_port = htons(port);

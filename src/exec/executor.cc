@@ -17,8 +17,6 @@ namespace {
 
 using sched::StepKind;
 
-constexpr uint32_t kHeaderMagic = 0x53524843;  // "CHRS"
-constexpr uint16_t kHeaderVersion = 3;
 // Posted operations per peer and direction. Enough to keep a link busy while bounding the
 // staging memory of recvReduce (kMaxInflight chunks per peer).
 constexpr int kMaxInflight = 8;
@@ -37,20 +35,6 @@ bool isRecvLike(StepKind k) {
 // another operation is caught by the transport's tag check.
 Tag dataTag(uint64_t seq) { return seq << 1; }
 Tag headerTag(uint64_t seq) { return (seq << 1) | 1; }
-
-const char* opName(int userOp) {
-  switch (userOp) {
-    case -1: return "none";
-    case 0: return "sum";
-    case 1: return "prod";
-    case 2: return "max";
-    case 3: return "min";
-    case 4: return "avg";
-    default: return "premulsum";
-  }
-}
-
-uint8_t wireOp(int userOp) { return static_cast<uint8_t>(userOp < 0 ? 0xff : std::min(userOp, 0xfe)); }
 
 std::string describeStep(const sched::Step& s, size_t index) {
   std::string out = "step " + std::to_string(index) + " (" + sched::stepKindName(s.kind);
@@ -174,18 +158,6 @@ struct Executor::PeerRun {
 
 Executor::Executor() = default;
 Executor::~Executor() = default;
-
-std::string describeCall(const OpIdentity& id, const char* algo) {
-  std::string s = sched::collName(id.coll);
-  if (id.coll == sched::Coll::kSendRecv) return s;
-  s += "(count=" + std::to_string(id.count) + ", " + dataTypeName(id.dtype);
-  if (id.userOp != -1) s += std::string(", ") + opName(id.userOp);
-  if (id.root >= 0) s += ", root=" + std::to_string(id.root);
-  if (id.quant) s += ", " + kernels::quantConfigText(*id.quant);
-  s += ") #" + std::to_string(id.seq);
-  if (algo && *algo) s += std::string(" [") + algo + "]";
-  return s;
-}
 
 std::byte* Executor::stagingFor(size_t slot, uint64_t bytes) {
   if (slot >= staging_.size()) {
@@ -467,23 +439,8 @@ Status Executor::runDataflow(const Plan& plan, const OpIdentity& id, DataType dt
     for (size_t k = 0; k < np; ++k) {
       PeerRun& p = *peerRuns_[k];
       const Plan::Peer& pp = plan.peers[k];
-      WireHeader& h = p.mine;
-      h.magic = kHeaderMagic;
-      h.version = kHeaderVersion;
-      h.coll = static_cast<uint8_t>(id.coll);
-      h.dtype = static_cast<uint8_t>(id.dtype);
-      h.op = wireOp(id.userOp);
-      h.root = id.root;
-      h.seq = id.seq;
-      h.count = id.count;
-      h.bytesToPeer = pp.bytesTo;
-      h.bytesFromPeer = pp.bytesFrom;
-      h.msgsToPeer = pp.msgsTo;
-      h.msgsFromPeer = pp.msgsFrom;
-      std::snprintf(h.algo, sizeof(h.algo), "%s", plan.schedule.algo.c_str());
-      const kernels::QuantWords qw = id.quant ? kernels::quantWords(*id.quant) : kernels::QuantWords{};
-      h.quantShape = qw.shape;
-      h.quantSeed = qw.seed;
+      p.mine = makeConsistencyHeader(id, plan.schedule.algo.c_str(), pp.bytesTo, pp.bytesFrom,
+                                     pp.msgsTo, pp.msgsFrom);
       CHORUS_ASSIGN_OR_RETURN(p.headerRecvOp,
                               p.conn->postRecv(&p.theirs, sizeof(WireHeader), headerTag(id.seq)));
       CHORUS_ASSIGN_OR_RETURN(p.headerSendOp,
@@ -510,47 +467,8 @@ Status Executor::runDataflow(const Plan& plan, const OpIdentity& id, DataType dt
     for (size_t k = 0; k < np; ++k) peerRuns_[k]->headerSent = peerRuns_[k]->headerRecvd = true;
   }
   auto checkHeader = [&](const PeerRun& p) -> Status {
-    const WireHeader& a = p.mine;
-    const WireHeader& b = p.theirs;
-    if (b.magic != kHeaderMagic || b.version != kHeaderVersion)
-      return invalidUsage(call() + ": rank " + std::to_string(p.peer) +
-                          " sent a malformed operation header (another chorus version, or "
-                          "ranks are running different operations)");
-    OpIdentity other;
-    other.coll = static_cast<sched::Coll>(b.coll);
-    other.seq = b.seq;
-    other.count = b.count;
-    other.dtype = static_cast<DataType>(b.dtype);
-    other.userOp = b.op == 0xff ? -1 : b.op;
-    other.root = b.root;
-    kernels::QuantConfig otherQuant;
-    if (b.quantShape != 0) {
-      otherQuant = kernels::quantFromWords({b.quantShape, b.quantSeed});
-      other.quant = &otherQuant;
-    }
-    char algoB[sizeof(b.algo) + 1] = {};
-    std::memcpy(algoB, b.algo, sizeof(b.algo));
-    const bool same = a.coll == b.coll && a.seq == b.seq && a.count == b.count &&
-                      a.dtype == b.dtype && a.op == b.op && a.root == b.root &&
-                      a.quantShape == b.quantShape && a.quantSeed == b.quantSeed &&
-                      std::strncmp(a.algo, b.algo, sizeof(a.algo)) == 0;
-    if (!same)
-      return invalidUsage("rank " + std::to_string(env.rank) + " called " + call() + " but rank " +
-                          std::to_string(p.peer) + " called " + describeCall(other, algoB));
-    if (a.bytesToPeer != b.bytesFromPeer || a.msgsToPeer != b.msgsFromPeer ||
-        a.bytesFromPeer != b.bytesToPeer || a.msgsFromPeer != b.msgsToPeer)
-      return invalidUsage(call() + ": rank " + std::to_string(env.rank) + " sends " +
-                          std::to_string(a.bytesToPeer) + " bytes in " +
-                          std::to_string(a.msgsToPeer) + " messages to rank " +
-                          std::to_string(p.peer) + ", which expects " +
-                          std::to_string(b.bytesFromPeer) + " bytes in " +
-                          std::to_string(b.msgsFromPeer) + "; it sends " +
-                          std::to_string(b.bytesToPeer) + " bytes in " +
-                          std::to_string(b.msgsToPeer) + " messages, rank " +
-                          std::to_string(env.rank) + " expects " +
-                          std::to_string(a.bytesFromPeer) + " in " +
-                          std::to_string(a.msgsFromPeer));
-    return Status();
+    return checkConsistencyHeader(p.mine, p.theirs, env.rank, p.peer, id,
+                                  plan.schedule.algo.c_str());
   };
 
   // ---- The dataflow loop ----------------------------------------------------------------

@@ -56,48 +56,11 @@
 #include "algorithms/kernels/quantize_ops.h"
 #include "algorithms/kernels/reduce_ops.h"
 #include "src/base/status.h"
+#include "src/exec/consistency.h"
 #include "src/exec/plan.h"
 #include "transports/transport.h"
 
 namespace chorus::exec {
-
-/// The header each rank sends each message peer before a plan's data (fixed layout, 112 bytes).
-struct WireHeader {
-  uint32_t magic = 0;
-  uint16_t version = 0;
-  uint8_t coll = 0;
-  uint8_t dtype = 0;
-  uint8_t op = 0;  // the user's op (chorusRedOp_t value, 0xff when none)
-  uint8_t pad[3] = {};
-  int32_t root = -1;
-  uint64_t seq = 0;
-  uint64_t count = 0;
-  uint64_t bytesToPeer = 0;
-  uint64_t bytesFromPeer = 0;
-  uint32_t msgsToPeer = 0;
-  uint32_t msgsFromPeer = 0;
-  char algo[32] = {};
-  uint64_t quantShape = 0;  // quantized calls: kernels::quantWords(config), else 0
-  uint64_t quantSeed = 0;
-  uint64_t reserved = 0;
-};
-static_assert(sizeof(WireHeader) == 112);
-
-/// What the caller says about the operation, for the headers and for messages.
-struct OpIdentity {
-  sched::Coll coll = sched::Coll::kAllReduce;
-  uint64_t seq = 0;  ///< communicator-wide collective number; 0 for point-to-point
-  uint64_t count = 0;
-  DataType dtype = DataType::kFloat32;
-  int userOp = -1;   ///< chorusRedOp_t, -1 when the collective has no reduction
-  int root = -1;
-  /// Quantized collectives: the call's config (its shape must be the one the plan was built
-  /// for; the seed and rounding apply to this run). Null otherwise.
-  const kernels::QuantConfig* quant = nullptr;
-};
-
-/// "allreduce(count=100, float32, sum) #7 [ring]"
-std::string describeCall(const OpIdentity& id, const char* algo);
 
 /// What the executor needs of the communicator's peers.
 class PeerAccess {

@@ -11,6 +11,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,8 +37,6 @@ constexpr int kPumpSliceMs = 100;
 // A peer's listener is up before its endpoint is published, so a refusal means the peer is gone;
 // the grace only covers a refusal racing a transient condition.
 constexpr double kRefusedGraceSeconds = 1.0;
-
-constexpr uint8_t kBlobVersion = 1;
 
 std::string hex64(uint64_t v) {
   char buf[24];
@@ -311,18 +310,13 @@ class TcpTransport final : public Transport {
     if (p.filled < kHelloBytes) return false;
 
     Hello h;
-    if (!wire::decodeHello(p.hello, &h)) {
+    const std::optional<AckResult> judged = wire::judgeHello(p.hello, commId_, myRank_, &h);
+    if (!judged) {
       CHORUS_LOG(WARN, NET) << "tcp: rank " << myRank_ << " dropping a connection from " << from
                             << ": not a chorus tcp hello";
       return true;
     }
-    AckResult verdict = AckResult::kAccepted;
-    if (h.version != kProtocolVersion)
-      verdict = AckResult::kWrongVersion;
-    else if (h.commId != commId_)
-      verdict = AckResult::kWrongCommunicator;
-    else if (h.toRank != myRank_ || h.fromRank < 0 || h.fromRank >= myRank_)
-      verdict = AckResult::kWrongRank;
+    const AckResult verdict = *judged;
 
     uint8_t ack[kAckBytes];
     wire::encodeAck(verdict, ack);
@@ -358,21 +352,6 @@ class TcpTransport final : public Transport {
 
 }  // namespace
 
-EndpointBlob encodeEndpoint(const net::SockAddr& addr) {
-  EndpointBlob b{kBlobVersion};
-  const std::vector<uint8_t> a = net::encodeAddress(addr);
-  b.insert(b.end(), a.begin(), a.end());
-  return b;
-}
-
-StatusOr<net::SockAddr> decodeEndpoint(const EndpointBlob& blob) {
-  if (blob.empty() || blob[0] != kBlobVersion)
-    return invalidArgument("malformed tcp endpoint (" + std::to_string(blob.size()) +
-                           " bytes): " + (blob.empty() ? "empty" : "unknown version"));
-  auto addr = net::decodeAddress(blob.data() + 1, blob.size() - 1);
-  if (!addr.ok()) return addr.status().withContext("tcp endpoint");
-  return addr;
-}
 
 StatusOr<std::unique_ptr<Transport>> createTcp(const TransportContext& ctx) {
   CHORUS_ASSIGN_OR_RETURN(net::SockAddr addr, net::chooseLocalAddress(ctx.root));

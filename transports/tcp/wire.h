@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 
 #include "src/base/socket_util.h"
 #include "src/base/status.h"
@@ -124,6 +125,11 @@ inline bool decodeFrameHeader(const uint8_t in[kFrameHeaderBytes], FrameHeader* 
   f->length = get64(in + 16);
   return true;
 }
+
+// What the acceptor answers a complete hello, or nullopt when the bytes are not a chorus hello at
+// all (the connection is dropped without an answer). Fills `h` whenever the magic is right.
+std::optional<AckResult> judgeHello(const uint8_t in[kHelloBytes], uint64_t commId, int myRank,
+                                    Hello* h);
 
 }  // namespace wire
 

@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -447,6 +449,71 @@ TEST_F(StoreTest, ServerShutdownFailsWaitingClients) {
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.status().code(), Code::kRemoteError) << got.status().toString();
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+}
+
+// Peak resident memory (VmHWM) since the last reset: a buffer allocated and freed within one call
+// still shows.
+long peakResidentKb() {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  char line[256];
+  long kb = -1;
+  while (std::fgets(line, sizeof line, f))
+    if (std::strncmp(line, "VmHWM:", 6) == 0) kb = std::atol(line + 6);
+  std::fclose(f);
+  return kb;
+}
+
+void resetPeakResident() {
+  FILE* f = std::fopen("/proc/self/clear_refs", "w");
+  if (!f) return;
+  std::fputs("5", f);  // resets VmHWM to the current resident size
+  std::fclose(f);
+}
+
+// Whatever answers at the store's address can say "ok" to any hello (the secret authenticates
+// clients, not the store). A reply announcing 1 GiB of which 1 KiB comes must cost the client
+// about 1 KiB, not 1 GiB: before the fix, the client zero-filled the announced size first.
+TEST(StoreClientInput, AnnouncedReplySizeIsNotAllocatedUpFront) {
+  net::SockAddr bound;
+  auto lfd = net::listenOn(loopback(0), 4, &bound);
+  ASSERT_TRUE(lfd.ok()) << lfd.status().toString();
+  net::Fd listener(*lfd);
+  std::atomic<bool> clientDone{false};
+  std::thread fake([&] {
+    auto fd = net::acceptOne(listener.get(), net::deadlineIn(10), nullptr);
+    if (!fd.ok()) return;
+    net::Fd c(*fd);
+    Bytes hello(8 + 21), ok = {1, 0, 0, 0, 0, 0, 0, 0, 0};
+    if (!net::recvAll(c.get(), hello.data(), hello.size(), net::deadlineIn(10), "client").ok())
+      return;
+    net::sendAll(c.get(), ok.data(), ok.size(), net::deadlineIn(10), "client").ignore();
+    Bytes header(8);
+    if (!net::recvAll(c.get(), header.data(), 8, net::deadlineIn(10), "client").ok()) return;
+    Bytes request(wire::loadLe(header.data(), 8));
+    if (!net::recvAll(c.get(), request.data(), request.size(), net::deadlineIn(10), "client").ok())
+      return;
+    Bytes reply(8 + 1024, 0);
+    wire::storeLe(reply.data(), kMaxStoreFrame, 8);
+    net::sendAll(c.get(), reply.data(), reply.size(), net::deadlineIn(10), "client").ignore();
+    // Hold the connection until the client has given up (bounded).
+    for (int i = 0; i < 1000 && !clientDone.load(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  });
+  Secret secret{};
+  auto client = StoreClient::connect(bound, secret, net::deadlineIn(10));
+  ASSERT_TRUE(client.ok()) << client.status().toString();
+  (*client)->setTimeout(1.0);
+  resetPeakResident();
+  const long before = peakResidentKb();
+  auto got = (*client)->get("k");
+  const long after = peakResidentKb();
+  clientDone.store(true);
+  fake.join();
+  EXPECT_FALSE(got.ok());
+  EXPECT_GT(before, 0);
+  EXPECT_LT(after - before, 64 * 1024) << "peak resident memory went from " << before
+                                       << " to " << after << " kB";
 }
 
 TEST(StoreRegistry, KeepsServersUntilReleased) {
