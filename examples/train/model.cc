@@ -67,7 +67,6 @@ ModelLayout makeLayout(const ModelConfig& cfg) {
     add(b + "ln1.w", {d}, I::kOne);
     add(b + "ln1.b", {d}, I::kZero);
     add(b + "attn.w", {3 * d, d}, I::kNormal);
-    add(b + "attn.b", {3 * d}, I::kZero);
     add(b + "proj.w", {d, d}, I::kNormal, residStd);
     add(b + "proj.b", {d}, I::kZero);
     add(b + "ln2.w", {d}, I::kOne);
@@ -145,7 +144,9 @@ torch::Tensor unitForward(const ModelConfig& cfg, int u, const torch::Tensor& x,
   const int64_t l = u - 1;
   const int64_t n = x.size(0), T = x.size(1), H = cfg.heads, dh = d / H;
   torch::Tensor h = torch::layer_norm(x, {d}, p[0], p[1]);
-  torch::Tensor qkv = torch::linear(h, p[2], p[3]);  // [n, T, 3d]
+  // No bias on q, k, v: a key bias has an exactly zero gradient (softmax ignores a shift that is
+  // the same for every key), and AdamW would turn its rounding noise into full-size updates.
+  torch::Tensor qkv = torch::linear(h, p[2]);  // [n, T, 3d]
   auto parts = qkv.split(d, 2);
   auto heads = [&](const torch::Tensor& t) { return t.reshape({n, T, H, dh}).transpose(1, 2); };
   torch::Tensor q = heads(parts[0]), k = heads(parts[1]), v = heads(parts[2]);
@@ -153,10 +154,10 @@ torch::Tensor unitForward(const ModelConfig& cfg, int u, const torch::Tensor& x,
   torch::Tensor causal = torch::ones({T, T}, torch::kBool).triu(1);
   att = torch::softmax(att.masked_fill(causal, -std::numeric_limits<float>::infinity()), -1);
   torch::Tensor y = torch::matmul(att, v).transpose(1, 2).reshape({n, T, d});
-  y = torch::linear(y, p[4], p[5]);
+  y = torch::linear(y, p[3], p[4]);
   torch::Tensor r = x + dropout(y, masks, 1 + 2 * l);
-  torch::Tensor m = torch::gelu(torch::linear(torch::layer_norm(r, {d}, p[6], p[7]), p[8], p[9]));
-  m = torch::linear(m, p[10], p[11]);
+  torch::Tensor m = torch::gelu(torch::linear(torch::layer_norm(r, {d}, p[5], p[6]), p[7], p[8]));
+  m = torch::linear(m, p[9], p[10]);
   return r + dropout(m, masks, 2 + 2 * l);
 }
 

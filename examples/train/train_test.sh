@@ -69,7 +69,7 @@ if launch 3 --mode zero3 --resume "$tmp/ck.zero1.2/step-3" --dump-params "$tmp/r
 fi
 
 # A wrong model shape is refused with a message naming the flag.
-if "$launcher" -n 2 --timeout 60 -- "$train" "${common[@]}" --width 48 --mode zero1 \
+if "$launcher" -n 2 --timeout 60 -- "$train" "${common[@]/#32/48}" --mode zero1 \
      --resume "$tmp/ck.zero1.2/step-3" >"$tmp/bad.log" 2>&1; then
   echo "FAIL: resuming with another --width succeeded"; failures=$((failures + 1))
 elif grep -q -- "--width 32, this run --width 48" "$tmp/bad.log"; then

@@ -596,7 +596,7 @@ int64_t Trainer::loadCheckpoint(const std::string& dir) {
   auto need = [&](const char* key, int64_t have, int64_t want) {
     if (have != want) {
       throw std::runtime_error(who + "the checkpoint has " + key + " " + std::to_string(have) +
-                               ", this run " + std::to_string(want));
+                               ", this run " + key + " " + std::to_string(want));
     }
   };
   const auto& jm = j.at("model");
