@@ -26,6 +26,17 @@ class Comm {
   ~Comm() {
     if (comm_) chorusCommDestroy(comm_);
   }
+  /// Collective: the ranks of this host as a communicator whose waits count into this one's
+  /// exposed-communication time.
+  void splitHost(Comm& host) {
+    chorusComm_t c = nullptr;
+    check(chorusCommSplitType(comm_, CHORUS_SPLIT_HOST, rank_, &c), "chorusCommSplitType(HOST)");
+    host.comm_ = c;
+    host.sink_ = sink_;
+    host.check(chorusCommUserRank(c, &host.rank_), "chorusCommUserRank(host)");
+    host.check(chorusCommCount(c, &host.size_), "chorusCommCount(host)");
+    host.worldRank_ = rank_;
+  }
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;
 
@@ -41,7 +52,8 @@ class Comm {
 
   void check(chorusResult_t r, const std::string& what) const {
     if (r == chorusSuccess) return;
-    throw std::runtime_error("rank " + std::to_string(rank_) + ": " + what + " failed: " +
+    throw std::runtime_error("rank " + std::to_string(worldRank_ < 0 ? rank_ : worldRank_) +
+                             ": " + what + " failed: " +
                              chorusGetErrorString(r) + ": " + chorusGetLastError(comm_));
   }
 
@@ -64,25 +76,41 @@ class Comm {
           "chorusIAllGather");
     return req;
   }
+  chorusRequest_t iReduceScatterQuantized(const float* send, float* recv, size_t recvCount,
+                                          chorusRedOp_t op, const chorusQuantConfig_t* config) {
+    chorusRequest_t req = nullptr;
+    check(chorusIReduceScatterQuantized(send, recv, recvCount, chorusFloat32, op, config, comm_,
+                                        nullptr, &req),
+          "chorusIReduceScatterQuantized");
+    return req;
+  }
+  chorusRequest_t iAllGatherQuantized(const float* send, float* recv, size_t sendCount,
+                                      const chorusQuantConfig_t* config) {
+    chorusRequest_t req = nullptr;
+    check(chorusIAllGatherQuantized(send, recv, sendCount, chorusFloat32, config, comm_, nullptr,
+                                    &req),
+          "chorusIAllGatherQuantized");
+    return req;
+  }
   /// Blocks (bounded by the timeout); the blocked time counts as exposed communication.
   void wait(chorusRequest_t& req, const std::string& what) {
     if (!req) return;
     auto t0 = std::chrono::steady_clock::now();
     chorusResult_t r = chorusWait(&req);
-    waitSeconds_ += seconds(t0);
+    *sink_ += seconds(t0);
     check(r, "chorusWait(" + what + ")");
   }
   void allReduceDoubles(double* values, size_t count) {
     auto t0 = std::chrono::steady_clock::now();
     chorusResult_t r =
         chorusAllReduce(values, values, count, chorusFloat64, chorusSum, comm_, nullptr);
-    waitSeconds_ += seconds(t0);
+    *sink_ += seconds(t0);
     check(r, "chorusAllReduce(float64 x" + std::to_string(count) + ")");
   }
   void barrier() {
     auto t0 = std::chrono::steady_clock::now();
     chorusResult_t r = chorusBarrier(comm_, nullptr);
-    waitSeconds_ += seconds(t0);
+    *sink_ += seconds(t0);
     check(r, "chorusBarrier");
   }
   /// Seconds spent blocked in waits and blocking calls since the last call.
@@ -99,7 +127,9 @@ class Comm {
   chorusComm_t comm_ = nullptr;
   int rank_ = 0;
   int size_ = 1;
+  int worldRank_ = -1;  // for a split: the rank in the parent, which messages name
   double waitSeconds_ = 0;
+  double* sink_ = &waitSeconds_;
 };
 
 /// Nonblocking operations in the order they were started (chorus completes them in that order),
@@ -108,7 +138,6 @@ class InFlight {
  public:
   explicit InFlight(Comm& comm) : comm_(comm) {}
   ~InFlight() {
-    // Only reached with operations left on an error path: give the buffers time to be released.
     for (auto& p : ops_) {
       if (p.req) chorusWait(&p.req);
     }
@@ -117,6 +146,12 @@ class InFlight {
     ops_.push_back({req, std::move(what), std::move(done)});
   }
   size_t size() const { return ops_.size(); }
+  /// Error path after an abort: forgets the operations without waiting, keeping what their
+  /// completions hold (buffers) alive for the rest of the process.
+  void abandon() {
+    new std::deque<Op>(std::move(ops_));  // deliberately leaked
+    ops_.clear();
+  }
   void waitOldest() {
     Op op = std::move(ops_.front());
     ops_.pop_front();

@@ -56,8 +56,12 @@ int run(const Flags& f, train::Comm& comm) {
   static const std::map<std::string, train::Mode> kModes = {{"dp", train::Mode::kDp},
                                                            {"zero1", train::Mode::kZero1},
                                                            {"zero2", train::Mode::kZero2},
-                                                           {"zero3", train::Mode::kZero3}};
+                                                           {"zero3", train::Mode::kZero3},
+                                                           {"zeropp", train::Mode::kZeroPP}};
   tc.mode = kModes.at(f.mode);
+  if (tc.errorFeedback && tc.mode != train::Mode::kZeroPP) {
+    throw std::invalid_argument("--error-feedback needs --mode zeropp (not " + f.mode + ")");
+  }
   train::Trainer trainer(model, tc, corpus, comm);
 
   int64_t start = 0;
@@ -141,8 +145,10 @@ int main(int argc, char** argv) {
                "(dp, ZeRO-1/2/3) over libtorch"};
   app.add_option("--data", f.data, "text file, or directory of text files (sorted, *.dat skipped)");
   app.add_option("--holdout", f.holdout, "fraction of the text held out (its tail)");
-  app.add_option("--mode", f.mode, "dp | zero1 | zero2 | zero3")
-      ->check(CLI::IsMember({"dp", "zero1", "zero2", "zero3"}));
+  app.add_option("--mode", f.mode, "dp | zero1 | zero2 | zero3 | zeropp")
+      ->check(CLI::IsMember({"dp", "zero1", "zero2", "zero3", "zeropp"}));
+  app.add_flag("--error-feedback", f.train.errorFeedback,
+               "zeropp: add each rank's int4 gradient quantization residual to the next step");
   app.add_option("--layers", f.model.layers, "transformer blocks")->check(CLI::PositiveNumber);
   app.add_option("--width", f.model.width, "model width")->check(CLI::PositiveNumber);
   app.add_option("--heads", f.model.heads, "attention heads")->check(CLI::PositiveNumber);

@@ -21,6 +21,7 @@ const char* modeName(Mode m) {
     case Mode::kZero1: return "zero1";
     case Mode::kZero2: return "zero2";
     case Mode::kZero3: return "zero3";
+    case Mode::kZeroPP: return "zeropp";
   }
   return "?";
 }
@@ -67,8 +68,8 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& cfg, const Corpus&
   if (cfg_.mode == Mode::kDp || cfg_.mode == Mode::kZero1) {
     fullGrad_ = torch::zeros({part_.fullSize}, f32);
   }
-  if (cfg_.mode == Mode::kZero3) shardParam_ = torch::zeros({part_.shardSize}, f32);
-  if (cfg_.mode == Mode::kZero2 || cfg_.mode == Mode::kZero3) {
+  if (sharded()) shardParam_ = torch::zeros({part_.shardSize}, f32);
+  if (shardedGrads()) {
     shardGrad_ = torch::zeros({part_.shardSize}, f32);
   }
   m_ = torch::zeros({part_.shardSize}, f32);
@@ -76,22 +77,47 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& cfg, const Corpus&
   gatherReq_.assign(layout_.numUnits(), nullptr);
   gatherBuf_.resize(layout_.numUnits());
   if (fullReplica()) installHooks();
+  if (cfg_.mode == Mode::kZeroPP) {
+    comm_.splitHost(host_);
+    const int L = host_.size();
+    for (int u = 0; u < layout_.numUnits(); ++u) {
+      const int64_t s = part_.s[u];
+      s2_.push_back((part_.S[u] + L - 1) / L);
+      // Groups never longer than a rank's block (the collectives require it); even for int4.
+      chorusQuantConfig_t w = CHORUS_QUANT_CONFIG_INIT;
+      w.groupSize = size_t(std::min<int64_t>(256, s));
+      qw_.push_back(w);
+      chorusQuantConfig_t g = CHORUS_QUANT_CONFIG_INIT;
+      g.bits = 4;
+      g.groupSize = size_t(std::max<int64_t>(2, std::min<int64_t>(128, s) & ~int64_t(1)));
+      qg_.push_back(g);
+    }
+    secondary_.resize(layout_.numUnits());
+    residual_.resize(layout_.numUnits());
+  }
 }
 
 Trainer::~Trainer() {
-  inflight_.reset();
-  for (auto& r : gatherReq_) {
-    if (r) chorusWait(&r);
+  bool pending = inflight_->size() > 0;
+  for (auto& r : gatherReq_) pending = pending || r != nullptr;
+  if (pending) {
+    // Only on an error path: tell the peers at once instead of waiting for operations that may
+    // never complete, and keep their buffers alive (the process is about to exit).
+    host_.abort();
+    comm_.abort();
+    inflight_->abandon();
+    for (auto& b : gatherBuf_) new torch::Tensor(b);  // deliberately leaked
+    return;
   }
 }
 
 float* Trainer::shardParam(int u) {
-  if (cfg_.mode == Mode::kZero3) return shardParam_.data_ptr<float>() + part_.H[u];
+  if (sharded()) return shardParam_.data_ptr<float>() + part_.H[u];
   return fullParam_.data_ptr<float>() + part_.F[u] + part_.part * part_.s[u];
 }
 
 float* Trainer::shardGrad(int u) {
-  if (cfg_.mode == Mode::kZero2 || cfg_.mode == Mode::kZero3) {
+  if (shardedGrads()) {
     return shardGrad_.data_ptr<float>() + part_.H[u];
   }
   return fullGrad_.data_ptr<float>() + part_.F[u] + part_.part * part_.s[u];
@@ -230,8 +256,14 @@ void Trainer::reduceScatterUnit(int u, const std::vector<torch::Tensor>& grads) 
   }
   torch::Tensor recv = torch::empty({s}, torch::kFloat32);
   while (inflight_->size() >= 2) inflight_->waitOldest();
-  chorusRequest_t req = comm_.iReduceScatter(send.data_ptr<float>(), recv.data_ptr<float>(), s,
-                                             chorusAvg);
+  chorusRequest_t req = nullptr;
+  if (cfg_.mode == Mode::kZeroPP) {
+    if (cfg_.errorFeedback) addErrorFeedback(u, send);
+    req = comm_.iReduceScatterQuantized(send.data_ptr<float>(), recv.data_ptr<float>(), s,
+                                        chorusAvg, &qg_[u]);
+  } else {
+    req = comm_.iReduceScatter(send.data_ptr<float>(), recv.data_ptr<float>(), s, chorusAvg);
+  }
   float* dst = shardGrad(u);
   inflight_->push(req, std::string(modeName(cfg_.mode)) + " reduce-scatter unit " +
                            std::to_string(u),
@@ -240,6 +272,32 @@ void Trainer::reduceScatterUnit(int u, const std::vector<torch::Tensor>& grads) 
                     for (int64_t j = 0; j < s; ++j) dst[j] += r[j];
                     send = torch::Tensor();
                   });
+}
+
+// Error feedback for qgZ: what this rank's int4 encoding of its outgoing blocks loses is added
+// to the next step's gradient. Each destination block is encoded the way the reduce-scatter's
+// first hop encodes it (same config, groups starting at the block), so the residual is that
+// hop's error as this rank can see it; the second hop's (on the summed values) is not kept.
+void Trainer::addErrorFeedback(int u, torch::Tensor& send) {
+  const int64_t s = part_.s[u];
+  if (!residual_[u].defined()) residual_[u] = torch::zeros({part_.P[u]}, torch::kFloat32);
+  send.add_(residual_[u]);
+  const size_t qbytes = [&] {
+    size_t b = 0;
+    comm_.check(chorusQuantizedSize(size_t(s), &qg_[u], &b), "chorusQuantizedSize");
+    return b;
+  }();
+  std::vector<unsigned char> q(qbytes);
+  float* res = residual_[u].data_ptr<float>();
+  const float* in = send.data_ptr<float>();
+  for (int r = 0; r < W_; ++r) {
+    comm_.check(chorusQuantize(in + r * s, q.data(), size_t(s), chorusFloat32, &qg_[u], nullptr),
+                "chorusQuantize");
+    comm_.check(chorusDequantize(q.data(), res + r * s, size_t(s), chorusFloat32, &qg_[u],
+                                 nullptr),
+                "chorusDequantize");
+    for (int64_t j = 0; j < s; ++j) res[r * s + j] = in[r * s + j] - res[r * s + j];
+  }
 }
 
 double Trainer::microStepReplicated(const Batch& b) {
@@ -264,13 +322,27 @@ double Trainer::microStepReplicated(const Batch& b) {
 
 // ---- zero3: parameters gathered per unit, freed after use, recomputed for backward ---------
 
-void Trainer::startGather(int u) {
+void Trainer::startGather(int u, Gather kind) {
+  if (cfg_.mode == Mode::kZeroPP && kind == Gather::kBackward) {
+    // hpZ: the unit comes back from this host's ranks only (L-way secondary shards).
+    const int64_t s2 = s2_[u];
+    gatherBuf_[u] = torch::empty({s2 * host_.size()}, torch::kFloat32);
+    gatherReq_[u] = host_.iAllGather(secondary_[u].data_ptr<float>(),
+                                     gatherBuf_[u].data_ptr<float>(), s2);
+    return;
+  }
   gatherBuf_[u] = torch::empty({part_.P[u]}, torch::kFloat32);
+  if (cfg_.mode == Mode::kZeroPP && kind == Gather::kForward) {  // qwZ: int8 weights
+    gatherReq_[u] = comm_.iAllGatherQuantized(shardParam(u), gatherBuf_[u].data_ptr<float>(),
+                                              part_.s[u], &qw_[u]);
+    return;
+  }
   gatherReq_[u] = comm_.iAllGather(shardParam(u), gatherBuf_[u].data_ptr<float>(), part_.s[u]);
 }
 
 torch::Tensor Trainer::finishGather(int u) {
-  comm_.wait(gatherReq_[u], "zero3 all-gather unit " + std::to_string(u));
+  comm_.wait(gatherReq_[u], std::string(modeName(cfg_.mode)) + " all-gather unit " +
+                                std::to_string(u));
   torch::Tensor buf = std::move(gatherBuf_[u]);
   gatherBuf_[u] = torch::Tensor();
   return buf;
@@ -283,10 +355,17 @@ double Trainer::microStepZero3(const Batch& b) {
   const int U = layout_.numUnits();
   std::vector<torch::Tensor> inputs(U);
   torch::Tensor x = b.idx;
-  startGather(0);
+  startGather(0, Gather::kForward);
   for (int u = 0; u < U - 1; ++u) {
     torch::Tensor buf = finishGather(u);
-    startGather(u + 1);  // prefetch (for u + 1 == U - 1: the head, used first in backward)
+    startGather(u + 1, Gather::kForward);  // prefetch (u + 1 == U - 1: the head, for backward)
+    if (cfg_.mode == Mode::kZeroPP) {
+      // hpZ: keep this host's slice of the (int8-decoded) unit for backward.
+      const int64_t s2 = s2_[u], l = host_.rank();
+      secondary_[u] = torch::zeros({s2}, torch::kFloat32);
+      const int64_t n = std::min<int64_t>(s2, part_.S[u] - l * s2);
+      if (n > 0) secondary_[u].narrow(0, 0, n).copy_(buf.narrow(0, l * s2, n));
+    }
     inputs[u] = x;
     torch::NoGradGuard noGrad;
     x = unitForward(model_, u, x, unitViews(layout_, u, buf), b.masks, {}, 0);
@@ -296,7 +375,8 @@ double Trainer::microStepZero3(const Batch& b) {
   torch::Tensor gradOut;
   for (int u = U - 1; u >= 0; --u) {
     torch::Tensor buf = finishGather(u);
-    if (u > 0) startGather(u - 1);
+    if (u > 0) startGather(u - 1, Gather::kBackward);
+    if (!secondary_.empty()) secondary_[u] = torch::Tensor();  // hpZ copy no longer needed
     std::vector<torch::Tensor> wrt;
     for (auto& t : unitViews(layout_, u, buf)) wrt.push_back(t.detach().requires_grad_(true));
     std::vector<torch::Tensor> params = wrt;
@@ -338,8 +418,8 @@ StepResult Trainer::step(int64_t step) {
   for (int64_t k = 0; k < cfg_.accum; ++k) {
     lastMicro_ = k == cfg_.accum - 1;
     Batch b = makeBatch(step, k);
-    localLoss += cfg_.mode == Mode::kZero3 ? microStepZero3(b) : microStepReplicated(b);
-    if (cfg_.mode == Mode::kZero2 || cfg_.mode == Mode::kZero3) inflight_->drain();
+    localLoss += sharded() ? microStepZero3(b) : microStepReplicated(b);
+    if (shardedGrads()) inflight_->drain();
   }
   inflight_->drain();
   if (step == 1 && (cfg_.mode == Mode::kDp || cfg_.mode == Mode::kZero1)) {
@@ -438,7 +518,7 @@ double Trainer::heldOutLoss() {
     if (fullReplica()) {
       buf = fullParam_.narrow(0, part_.F[u], part_.P[u]);
     } else {
-      startGather(u);
+      startGather(u, Gather::kExact);
       buf = finishGather(u);
     }
     x = unitForward(model_, u, x, unitViews(layout_, u, buf), {},

@@ -31,17 +31,18 @@ struct Node;
 
 namespace train {
 
-enum class Mode { kDp, kZero1, kZero2, kZero3 };
+enum class Mode { kDp, kZero1, kZero2, kZero3, kZeroPP };
 const char* modeName(Mode m);
 
 struct TrainConfig {
   Mode mode = Mode::kDp;
   int64_t batch = 32;  // global sequences per step
   int64_t accum = 1;   // micro-batches per rank per step
-  double lr = 2e-3, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weightDecay = 0.01;
+  double lr = 2e-3, beta1 = 0.9, beta2 = 0.95, eps = 1e-6, weightDecay = 0.01;
   double clip = 1.0;  // global gradient norm; <= 0: off
   uint64_t seed = 1234;
   int64_t evalSamples = 64;
+  bool errorFeedback = false;  // zeropp: keep each rank's gradient quantization residual
 };
 
 /// Unit u's padded partition over `parts` ranks, as seen by rank `part`.
@@ -94,7 +95,9 @@ class Trainer {
   Footprint footprint() const;
 
  private:
-  bool fullReplica() const { return cfg_.mode != Mode::kZero3; }
+  bool sharded() const { return cfg_.mode == Mode::kZero3 || cfg_.mode == Mode::kZeroPP; }
+  bool fullReplica() const { return !sharded(); }
+  bool shardedGrads() const { return cfg_.mode == Mode::kZero2 || sharded(); }
   float* shardParam(int u);
   float* shardGrad(int u);
   float* stateM(int u) { return m_.data_ptr<float>() + part_.H[u]; }
@@ -113,9 +116,14 @@ class Trainer {
 
   double microStepReplicated(const Batch& b);  // dp, zero1, zero2
   double microStepZero3(const Batch& b);
-  void startGather(int u);
+  // zero3 gathers every time at full precision from the W-way shards; zeropp's forward gather
+  // is int8 (qwZ) and keeps a host-local secondary shard from which backward gathers inside
+  // the host (hpZ).
+  enum class Gather { kExact, kForward, kBackward };
+  void startGather(int u, Gather kind);
   torch::Tensor finishGather(int u);
   void reduceScatterUnit(int u, const std::vector<torch::Tensor>& grads);
+  void addErrorFeedback(int u, torch::Tensor& send);
   void adamw(int64_t t, double gradScale);
 
   ModelConfig model_;
@@ -143,6 +151,13 @@ class Trainer {
   std::unique_ptr<InFlight> inflight_;
   std::vector<chorusRequest_t> gatherReq_;  // zero3: per unit
   std::vector<torch::Tensor> gatherBuf_;
+
+  // zeropp
+  Comm host_;                                  // the ranks of this host
+  std::vector<int64_t> s2_;                    // secondary (host-local) shard elements per unit
+  std::vector<torch::Tensor> secondary_;       // per unit, from forward until its backward
+  std::vector<chorusQuantConfig_t> qw_, qg_;   // per unit: int8 weights, int4 gradients
+  std::vector<torch::Tensor> residual_;        // per unit, error feedback (padded full size)
 };
 
 }  // namespace train
