@@ -113,6 +113,29 @@ class Comm {
     *sink_ += seconds(t0);
     check(r, "chorusBarrier");
   }
+  /// Bytes this rank sent so far on this communicator: to peers on its host, on other hosts.
+  void bytesSent(uint64_t& intraHost, uint64_t& interHost) const {
+    if (!comm_) return;
+    chorusStats_t st{};
+    st.structSize = sizeof st;
+    check(chorusCommGetStats(comm_, &st), "chorusCommGetStats");
+    for (int i = 0; i < st.numTransports; ++i) {
+      intraHost += st.transports[i].bytesSentIntraHost;
+      interHost += st.transports[i].bytesSentInterHost;
+    }
+  }
+  /// "allreduce:ring x12, ..." : the algorithms the tuner ran on this communicator.
+  std::string algorithms() const {
+    chorusStats_t st{};
+    st.structSize = sizeof st;
+    check(chorusCommGetStats(comm_, &st), "chorusCommGetStats");
+    std::string out;
+    for (int i = 0; i < st.numAlgos; ++i) {
+      if (!out.empty()) out += ", ";
+      out += std::string(st.algos[i].name) + " x" + std::to_string(st.algos[i].count);
+    }
+    return out;
+  }
   /// Seconds spent blocked in waits and blocking calls since the last call.
   double takeWaitSeconds() {
     double s = waitSeconds_;

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -95,12 +96,18 @@ int run(const Flags& f, train::Comm& comm) {
     *csv << "step,loss,heldout_loss,grad_norm,tokens_per_s,step_ms,compute_ms,comm_ms\n";
   }
   const double tokensPerStep = double(tc.batch) * double(model.context);
+  uint64_t stepIntra = 0, stepInter = 0;  // bytes sent by the steps (not evaluations, saves)
   for (int64_t s = start + 1; s <= f.steps; ++s) {
     comm.takeWaitSeconds();
+    uint64_t intra0 = 0, inter0 = 0, intra1 = 0, inter1 = 0;
+    trainer.bytesSent(intra0, inter0);
     auto t0 = std::chrono::steady_clock::now();
     train::StepResult r = trainer.step(s);
     const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double commSec = comm.takeWaitSeconds();
+    trainer.bytesSent(intra1, inter1);
+    stepIntra += intra1 - intra0;
+    stepInter += inter1 - inter0;
     double heldOut = -1;
     if (f.evalEvery > 0 && (s % f.evalEvery == 0 || s == f.steps)) heldOut = trainer.heldOutLoss();
     if (rank == 0) {
@@ -132,6 +139,15 @@ int run(const Flags& f, train::Comm& comm) {
     if (rank == 0) std::printf("sample:\n%s\n", text.c_str());
   }
   if (rank == 0) {
+    const int64_t steps = std::max<int64_t>(1, f.steps - start);
+    std::printf("traffic of rank 0 per step: sent %.1f KiB within the host, %.1f KiB to other "
+                "hosts (model: %.1f KiB of fp32 parameters)\n",
+                stepIntra / 1024.0 / steps, stepInter / 1024.0 / steps,
+                trainer.layout().totalParams() * 4 / 1024.0);
+    std::printf("algorithms run: %s\n", comm.algorithms().c_str());
+    if (!trainer.hostAlgorithms().empty()) {
+      std::printf("algorithms run (host communicator): %s\n", trainer.hostAlgorithms().c_str());
+    }
     std::printf("peak resident memory of rank 0: %s\n", readStatus("VmHWM:").c_str());
   }
   return 0;
@@ -194,7 +210,12 @@ int main(int argc, char** argv) {
   try {
     return run(f, comm);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "chorus-train rank %d: error: %s\n", comm.rank(), e.what());
+    const std::string what = e.what();
+    if (what.rfind("rank ", 0) == 0) {  // already names the rank
+      std::fprintf(stderr, "chorus-train: error: %s\n", what.c_str());
+    } else {
+      std::fprintf(stderr, "chorus-train rank %d: error: %s\n", comm.rank(), what.c_str());
+    }
     std::fflush(stderr);
     comm.abort();
     return 1;

@@ -16,8 +16,8 @@ namespace train {
 
 struct ModelConfig {
   int64_t vocab = 0;
-  int64_t layers = 4;
-  int64_t width = 128;
+  int64_t layers = 3;
+  int64_t width = 96;
   int64_t heads = 4;
   int64_t context = 64;
   double dropout = 0.1;

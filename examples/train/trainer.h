@@ -36,9 +36,9 @@ const char* modeName(Mode m);
 
 struct TrainConfig {
   Mode mode = Mode::kDp;
-  int64_t batch = 32;  // global sequences per step
+  int64_t batch = 16;  // global sequences per step
   int64_t accum = 1;   // micro-batches per rank per step
-  double lr = 2e-3, beta1 = 0.9, beta2 = 0.95, eps = 1e-6, weightDecay = 0.01;
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.95, eps = 1e-6, weightDecay = 0.01;
   double clip = 1.0;  // global gradient norm; <= 0: off
   uint64_t seed = 1234;
   int64_t evalSamples = 64;
@@ -93,6 +93,12 @@ class Trainer {
     int64_t params = 0, grads = 0, optimizer = 0;
   };
   Footprint footprint() const;
+  /// Bytes sent so far by this rank (world and host communicators), within / across hosts.
+  void bytesSent(uint64_t& intraHost, uint64_t& interHost) const {
+    comm_.bytesSent(intraHost, interHost);
+    host_.bytesSent(intraHost, interHost);
+  }
+  std::string hostAlgorithms() const { return host_.get() ? host_.algorithms() : ""; }
 
  private:
   bool sharded() const { return cfg_.mode == Mode::kZero3 || cfg_.mode == Mode::kZeroPP; }
