@@ -36,7 +36,7 @@ const char* modeName(Mode m);
 
 struct TrainConfig {
   Mode mode = Mode::kDp;
-  int64_t batch = 16;  // global sequences per step
+  int64_t batch = 24;  // global sequences per step (divisible by 1, 2, 3, 4)
   int64_t accum = 1;   // micro-batches per rank per step
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.95, eps = 1e-6, weightDecay = 0.01;
   double clip = 1.0;  // global gradient norm; <= 0: off
