@@ -706,7 +706,6 @@ int64_t Trainer::loadCheckpoint(const std::string& dir) {
     M[u] = P[u];
     V[u] = P[u];
   }
-  Partition old(layout_, oldW, 0);
   int64_t fileStep = -1;
   for (int r = 0; r < oldW; ++r) {
     const std::string file = dir + "/rank-" + std::to_string(r) + ".bin";
@@ -758,7 +757,6 @@ int64_t Trainer::loadCheckpoint(const std::string& dir) {
     }
   }
   adamStep_ = fileStep;
-  (void)old;
   return step;
 }
 
