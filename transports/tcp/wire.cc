@@ -38,7 +38,9 @@ StatusOr<net::SockAddr> decodeEndpoint(const EndpointBlob& blob) {
     return invalidArgument("malformed tcp endpoint (" + std::to_string(blob.size()) +
                            " bytes): " + (blob.empty() ? "empty" : "unknown version"));
   auto addr = net::decodeAddress(blob.data() + 1, blob.size() - 1);
-  if (!addr.ok()) return addr.status().withContext("tcp endpoint");
+  if (!addr.ok())
+    return invalidArgument("malformed tcp endpoint (" + std::to_string(blob.size()) +
+                           " bytes): " + addr.status().message());
   return addr;
 }
 
