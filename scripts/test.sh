@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# Install what is missing, build, and run the whole test suite (ctest prints the counts), then
-# the sanitizer part (scripts/sanitize.sh ci: clang ASan+UBSan and TSan builds, which also check
-# that clang builds the code warning-free, and a chosen part of the suite under each; it prints
-# "sanitizers: N passed, M failed"). Both run even when the first fails; either failing fails
-# the script.
+# Install what is missing, build, and run the whole test suite (ctest prints the counts).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
+# STYLE.md: clang 14 must build the code warning-free too (compile check; tests run on the g++ build).
+if ! { cmake -S . -B build-clang -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang \
+         -DCHORUS_WITH_CUDA=OFF -DCHORUS_BUILD_BENCH=OFF &&
+       cmake --build build-clang -j"$(nproc)"; } > build-clang.log 2>&1; then
+  tail -n 60 build-clang.log
+  echo "clang build: FAILED (full log: build-clang.log)"
+  exit 1
+fi
+echo "clang build: OK"
 # Tests talk over loopback only.
 export CHORUS_SOCKET_IFNAME=lo
-status=0
-ctest --test-dir build -j"$(nproc)" --output-on-failure --timeout 900 "$@" || status=1
-scripts/sanitize.sh ci || status=1
-exit "$status"
+ctest --test-dir build -j"$(nproc)" --output-on-failure --timeout 900 "$@"
