@@ -38,6 +38,18 @@ bool eventually(F cond, double seconds) {
   return cond();
 }
 
+// Ranks 0 and 1 of communicator `comm`, both started, each beating to the other.
+void startPair(uint64_t comm, std::unique_ptr<Heartbeat>* a, std::unique_ptr<Heartbeat>* b) {
+  auto x = Heartbeat::create(0, comm, loopback());
+  auto y = Heartbeat::create(1, comm, loopback());
+  ASSERT_TRUE(x.ok() && y.ok() && *x && *y);
+  std::vector<std::vector<uint8_t>> eps{(*x)->endpoint(), (*y)->endpoint()};
+  ASSERT_TRUE((*x)->start(eps).ok());
+  ASSERT_TRUE((*y)->start(eps).ok());
+  *a = std::move(*x);
+  *b = std::move(*y);
+}
+
 TEST(Heartbeat, ZeroTimeoutTurnsItOff) {
   TimeoutEnv env("0");
   auto h = Heartbeat::create(0, 1, loopback());
@@ -59,22 +71,18 @@ TEST(Heartbeat, PeersThatBeatStayAliveAndOneThatStopsIsNamed) {
   // 3 s: a beat every 375 ms; a loaded machine would have to starve the beating thread for
   // 3 s to make this fail.
   TimeoutEnv env("3");
-  auto a = Heartbeat::create(0, 77, loopback());
-  auto b = Heartbeat::create(1, 77, loopback());
-  ASSERT_TRUE(a.ok() && b.ok());
-  std::vector<std::vector<uint8_t>> eps{(*a)->endpoint(), (*b)->endpoint()};
-  ASSERT_TRUE((*a)->start(eps).ok());
-  ASSERT_TRUE((*b)->start(eps).ok());
+  std::unique_ptr<Heartbeat> a, b;
+  ASSERT_NO_FATAL_FAILURE(startPair(77, &a, &b));
   // A timeout and more of beating: never silent.
   for (int i = 0; i < 40; ++i) {
-    ASSERT_TRUE((*a)->check(1).ok()) << (*a)->check(1).toString();
-    ASSERT_TRUE((*b)->check(0).ok());
+    ASSERT_TRUE(a->check(1).ok()) << a->check(1).toString();
+    ASSERT_TRUE(b->check(0).ok());
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  EXPECT_TRUE((*a)->check(0).ok());  // itself: never judged
-  b->reset();                        // rank 1 stops beating (its thread ends)
-  ASSERT_TRUE(eventually([&] { return !(*a)->check(1).ok(); }, 20.0));
-  const Status s = (*a)->check(1);
+  EXPECT_TRUE(a->check(0).ok());  // itself: never judged
+  b.reset();                        // rank 1 stops beating (its thread ends)
+  ASSERT_TRUE(eventually([&] { return !a->check(1).ok(); }, 20.0));
+  const Status s = a->check(1);
   EXPECT_EQ(s.code(), Code::kRemoteError);
   EXPECT_NE(s.toString().find("rank 1"), std::string::npos) << s.toString();
   EXPECT_NE(s.toString().find("silent"), std::string::npos) << s.toString();
@@ -82,17 +90,13 @@ TEST(Heartbeat, PeersThatBeatStayAliveAndOneThatStopsIsNamed) {
 
 TEST(Heartbeat, AnAnnouncedFailureReachesThePeerWithItsReasonAndCode) {
   TimeoutEnv env("30");  // silence cannot be what the peer sees
-  auto a = Heartbeat::create(0, 5, loopback());
-  auto b = Heartbeat::create(1, 5, loopback());
-  ASSERT_TRUE(a.ok() && b.ok());
-  std::vector<std::vector<uint8_t>> eps{(*a)->endpoint(), (*b)->endpoint()};
-  ASSERT_TRUE((*a)->start(eps).ok());
-  ASSERT_TRUE((*b)->start(eps).ok());
-  EXPECT_TRUE((*a)->check(1).ok());
-  (*b)->announceFailure(invalidUsage("rank 1 was given count=3, rank 0 count=4"));
+  std::unique_ptr<Heartbeat> a, b;
+  ASSERT_NO_FATAL_FAILURE(startPair(5, &a, &b));
+  EXPECT_TRUE(a->check(1).ok());
+  b->announceFailure(invalidUsage("rank 1 was given count=3, rank 0 count=4"));
   // Sent at once, not at the next interval (30 s / 8).
-  ASSERT_TRUE(eventually([&] { return !(*a)->check(1).ok(); }, 2.0));
-  const Status s = (*a)->check(1);
+  ASSERT_TRUE(eventually([&] { return !a->check(1).ok(); }, 2.0));
+  const Status s = a->check(1);
   EXPECT_EQ(s.code(), Code::kInvalidUsage);
   EXPECT_NE(s.toString().find("rank 1 failed"), std::string::npos) << s.toString();
   EXPECT_NE(s.toString().find("count=3"), std::string::npos) << s.toString();
@@ -102,18 +106,14 @@ TEST(Heartbeat, AnAnnouncedFailureReachesThePeerWithItsReasonAndCode) {
 // nothing: another communicator's id, another source address, wrong sizes, garbage.
 TEST(Heartbeat, ForgedOrStrayDatagramsAreIgnored) {
   TimeoutEnv env("0.5");
-  auto a = Heartbeat::create(0, 0xabcdef, loopback());
-  auto b = Heartbeat::create(1, 0xabcdef, loopback());
-  ASSERT_TRUE(a.ok() && b.ok());
-  std::vector<std::vector<uint8_t>> eps{(*a)->endpoint(), (*b)->endpoint()};
-  ASSERT_TRUE((*a)->start(eps).ok());
-  ASSERT_TRUE((*b)->start(eps).ok());
-  ASSERT_TRUE(eventually([&] { return (*a)->heard(1); }, 10.0));
-  b->reset();  // rank 1 stops beating; a forger sends what looks like its beats, from elsewhere
+  std::unique_ptr<Heartbeat> a, b;
+  ASSERT_NO_FATAL_FAILURE(startPair(0xabcdef, &a, &b));
+  ASSERT_TRUE(eventually([&] { return a->heard(1); }, 10.0));
+  b.reset();  // rank 1 stops beating; a forger sends what looks like its beats, from elsewhere
 
   int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   ASSERT_GE(fd, 0);
-  const net::SockAddr to = (*a)->address();
+  const net::SockAddr to = a->address();
   auto beat = [](uint64_t comm, uint32_t from, uint32_t toRank, size_t bytes) {
     std::vector<uint8_t> d(bytes, 0);
     const uint64_t words[] = {0x42484843 | (uint64_t{1} << 32), comm,
@@ -138,7 +138,7 @@ TEST(Heartbeat, ForgedOrStrayDatagramsAreIgnored) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ::close(fd);
-  const Status s = (*a)->check(1);
+  const Status s = a->check(1);
   EXPECT_EQ(s.code(), Code::kRemoteError) << "a forged beat kept rank 1 alive: " << s.toString();
 }
 
