@@ -58,7 +58,8 @@ Status Communicator::shrink(std::span<const int> exclude, std::unique_ptr<Commun
     if ((*all)[static_cast<size_t>(r)] == mine) continue;
     std::string theirs;
     for (size_t k = 0; k < (*all)[static_cast<size_t>(r)].size(); ++k)
-      if ((*all)[static_cast<size_t>(r)][k]) theirs += (theirs.empty() ? "" : ",") + std::to_string(k);
+      if ((*all)[static_cast<size_t>(r)][k])
+        theirs += (theirs.empty() ? "" : ",") + std::to_string(k);
     std::string ours;
     for (int k = 0; k < nranks_; ++k)
       if (gone[static_cast<size_t>(k)]) ours += (ours.empty() ? "" : ",") + std::to_string(k);

@@ -61,7 +61,8 @@ StatusOr<std::unique_ptr<Heartbeat>> Heartbeat::create(int rank, uint64_t commId
                                                        const net::SockAddr& addr) {
   CHORUS_ASSIGN_OR_RETURN(double timeout, config::getDouble("CHORUS_HEARTBEAT_TIMEOUT"));
   if (timeout < 0)
-    return invalidArgument("CHORUS_HEARTBEAT_TIMEOUT=" + config::getString("CHORUS_HEARTBEAT_TIMEOUT") +
+    return invalidArgument("CHORUS_HEARTBEAT_TIMEOUT=" +
+                           config::getString("CHORUS_HEARTBEAT_TIMEOUT") +
                            " is negative (seconds; 0 turns heartbeats off)");
   if (timeout == 0) return std::unique_ptr<Heartbeat>();
   std::unique_ptr<Heartbeat> h(new Heartbeat());
@@ -77,7 +78,8 @@ StatusOr<std::unique_ptr<Heartbeat>> Heartbeat::create(int rank, uint64_t commId
   net::SockAddr bind = addr;
   bind.setPort(0);
   if (::bind(fd, reinterpret_cast<const sockaddr*>(&bind.storage), bind.len) != 0)
-    return errnoStatus("bind", "heartbeat of rank " + std::to_string(rank) + " on " + bind.toString());
+    return errnoStatus("bind",
+                       "heartbeat of rank " + std::to_string(rank) + " on " + bind.toString());
   h->bound_.len = sizeof(h->bound_.storage);
   if (::getsockname(fd, reinterpret_cast<sockaddr*>(&h->bound_.storage), &h->bound_.len) != 0)
     return errnoStatus("getsockname", "heartbeat of rank " + std::to_string(rank));
@@ -225,7 +227,8 @@ void Heartbeat::receive() {
       std::string reason(reinterpret_cast<const char*>(buf + kBeatBytes),
                          static_cast<size_t>(got) - kBeatBytes);
       for (char& ch : reason)
-        if (static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) > 0x7e) ch = '?';
+        if (static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) > 0x7e)
+          ch = '?';
       if (reason.empty()) reason = "(no reason given)";
       std::lock_guard<std::mutex> lock(mu_);
       peerReason_[sender] = std::move(reason);

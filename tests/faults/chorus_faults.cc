@@ -283,7 +283,9 @@ std::string runSurvivorOrVictim(const Cell& c, Shared* sh, int rank, int nranks)
       int64_t one = 1, sum = 0;
       s = chorusAllReduce(&one, &sum, 1, chorusInt64, chorusSum, shrunk, nullptr);
       if (s == chorusSuccess && sum == nranks - 1) me.shrunk = 1;
-      else why += std::string(why.empty() ? "" : "; ") + "all-reduce on the shrunk communicator failed";
+      else
+        why += std::string(why.empty() ? "" : "; ") +
+               "all-reduce on the shrunk communicator failed";
       chorusCommDestroy(shrunk);
     }
   } else {  // connect, small, large: all-reduces until one fails
@@ -303,7 +305,8 @@ std::string runSurvivorOrVictim(const Cell& c, Shared* sh, int rank, int nranks)
   if (why.empty() && me.fdsAfter > me.fdsBefore)
     why = "holds " + std::to_string(me.fdsAfter - me.fdsBefore) + " more descriptors than before";
   if (why.empty() && me.threadsAfter > me.threadsBefore)
-    why = "runs " + std::to_string(me.threadsAfter - me.threadsBefore) + " more threads than before";
+    why = "runs " + std::to_string(me.threadsAfter - me.threadsBefore) +
+          " more threads than before";
   return why;
 }
 
@@ -444,7 +447,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (markdown)
-    std::printf("| fault | phase | transport | outcome | slowest survivor | leaked | rank 0's error |\n"
+    std::printf("| fault | phase | transport | outcome | slowest survivor | leaked "
+                "| rank 0's error |\n"
                 "| --- | --- | --- | --- | ---: | --- | --- |\n");
   int failed = 0, cells = 0;
   for (const auto& f : faults)
