@@ -118,12 +118,14 @@ TEST(Nonblocking, OverlapsWithComputeAndCompletesInOrder) {
     for (int k = 0; k < 3; ++k)
       if (reqs[k]) RANK_OK(chorusWait(&reqs[k]));
     for (int k = 0; k < 3; ++k) {
-      for (size_t i = 0; i < count; i += 4099) {
-        float want = 0;
-        for (int r = 0; r < n; ++r) want += randomFloats(i + 1, static_cast<unsigned>(r * 10 + k))[i];
-        RANK_CHECK(res[k][i] == want, "nonblocking allreduce " + std::to_string(k) + " element " +
-                                          std::to_string(i) + " wrong");
+      std::vector<float> want(count, 0.0f);  // every rank's input made once, summed in rank order
+      for (int r = 0; r < n; ++r) {
+        auto peer = randomFloats(count, static_cast<unsigned>(r * 10 + k));
+        for (size_t i = 0; i < count; ++i) want[i] += peer[i];
       }
+      for (size_t i = 0; i < count; ++i)
+        RANK_CHECK(res[k][i] == want[i], "nonblocking allreduce " + std::to_string(k) +
+                                             " element " + std::to_string(i) + " wrong");
     }
     // A blocking call after nonblocking ones waits behind them and stays ordered.
     chorusRequest_t r1 = nullptr;
