@@ -60,6 +60,21 @@
 namespace chorus::test {
 namespace {
 
+// Under AddressSanitizer a freed block waits in the quarantine (256 MiB by default) before it is
+// reused, so the resident set grows until the quarantine is full whatever the library does: the
+// private memory is reported but not judged there (descriptors and threads still are).
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kJudgeMemory = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kJudgeMemory = false;
+#else
+constexpr bool kJudgeMemory = true;
+#endif
+#else
+constexpr bool kJudgeMemory = true;
+#endif
+
 constexpr int kUsage = 2;
 constexpr uint8_t kPoison = 0xA5;
 constexpr uint64_t kPeriod = 1021;
@@ -845,6 +860,9 @@ int run(int argc, char** argv) {
     }
     if (stop) break;
   }
+  if (!kJudgeMemory && rank == 0)
+    std::printf("private memory not judged: built with AddressSanitizer, whose quarantine keeps "
+                "freed blocks resident\n");
   // Flat after warm-up: the samples' later half against their earlier half. Descriptors and
   // threads exactly (none may stay open); the resident set by medians, since one sample can
   // catch a large call's buffers in flight, within --rss-slack-mib.
@@ -869,7 +887,7 @@ int run(int argc, char** argv) {
     if (late.threads > early.threads)
       leak += " threads grew from " + std::to_string(early.threads) + " to " +
               std::to_string(late.threads) + ";";
-    if (late.anonBytes > early.anonBytes + (o.rssSlackMiB << 20))
+    if (kJudgeMemory && late.anonBytes > early.anonBytes + (o.rssSlackMiB << 20))
       leak += " the median resident private memory grew from " +
               std::to_string(mib(early.anonBytes)) + " to " + std::to_string(mib(late.anonBytes)) +
               " MiB (slack " +
