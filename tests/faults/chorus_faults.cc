@@ -168,6 +168,9 @@ std::string afterwards(chorusComm_t comm, Shared* sh, int rank, int nranks) {
 
 std::string runSurvivorOrVictim(const Cell& c, Shared* sh, int rank, int nranks) {
   Shared::Rank& me = sh->rank[rank];
+  // A sanitizer's runtime may start a thread of its own at the process's first pthread_create
+  // (ThreadSanitizer's background thread): one thread started and joined first counts it before.
+  std::thread([] {}).join();
   me.fdsBefore = openFds();
   me.threadsBefore = threads();
   const bool victim = rank == kVictim;
