@@ -16,6 +16,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "tools/chorus-run/job_env.h"
+
 namespace chorus::test {
 namespace {
 
@@ -88,19 +90,8 @@ double monotonicSeconds() {
 }
 
 int freeLoopbackPort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 0;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
-    port = ntohs(addr.sin_port);
-  ::close(fd);
-  return port;
+  int port = run::pickUnusedPort(AF_INET);
+  return port > 0 ? port : 0;
 }
 
 void* sharedScratch(size_t bytes) {

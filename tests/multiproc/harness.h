@@ -60,9 +60,10 @@ std::string summarize(const std::vector<RankOutcome>& outcomes);
 // Seconds on CLOCK_MONOTONIC (comparable across processes on one host).
 double monotonicSeconds();
 
-// A TCP port nobody listens on right now (the kernel's pick for 127.0.0.1:0, released before
-// returning), for tests whose rank 0 serves the bootstrap store on a port of its own. Fixed ports
-// collide with ephemeral ones in use by other tests.
+// A TCP port nobody listens on right now, for tests whose rank 0 serves the bootstrap store on a
+// port of its own: chorus-run's picker (tools/chorus-run/job_env.h), below the kernel's ephemeral
+// range, so no connection of another test can be given it before rank 0 binds it (a port from
+// the kernel's own pick could be: chorus-faults once lost a cell to that).
 int freeLoopbackPort();
 
 // A small anonymous MAP_SHARED area created before the fork: ranks share timestamps through it.

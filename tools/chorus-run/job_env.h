@@ -24,9 +24,16 @@ std::string formatRoot(const std::string& host, int port);
 // fails, because a predictable secret would let other local users join the job.
 std::string makeJobSecret();
 
-// A TCP port that is free right now on `host` (or on every interface when host does not resolve
-// to a local address). The port is released before returning, so rank 0 can bind it; another
-// process could take it in between, which is the price of not holding it across exec.
+// A TCP port that is free right now on every address of `family` (AF_INET or AF_INET6) and lies
+// below the kernel's ephemeral range (net.ipv4.ip_local_port_range): the port is released before
+// returning so that rank 0 can bind it, and no connect() or bind to port 0 on this host can be
+// given it in between (a port from the kernel could be, on a busy host). Candidates are tried
+// from a random start, so two launchers starting together pick apart. When the range starts
+// below 2048 or every candidate is taken, a port from the kernel. -1 with errno when no socket
+// can be bound.
+int pickUnusedPort(int family);
+
+// pickUnusedPort for the family `host` resolves to (IPv4 when it does not resolve).
 // Throws std::runtime_error when no socket can be bound.
 int pickFreePort(const std::string& host);
 

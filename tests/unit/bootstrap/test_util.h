@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "src/base/socket_util.h"
+#include "tools/chorus-run/job_env.h"
 
 namespace chorus::bootstrap::testing {
 
@@ -25,13 +26,12 @@ inline net::SockAddr loopback(uint16_t port = 0) {
   return *a;
 }
 
-// A port nobody listens on right now (the kernel's choice for port 0, then closed).
+// A port nobody listens on right now, which no connection on this host can be given before the
+// test binds it (chorus-run's picker: below the kernel's ephemeral range).
 inline uint16_t freePort() {
-  net::SockAddr bound;
-  auto fd = net::listenOn(loopback(0), 1, &bound);
-  if (!fd.ok()) std::abort();
-  net::Fd closer(*fd);
-  return bound.port();
+  int port = run::pickUnusedPort(AF_INET);
+  if (port <= 0) std::abort();
+  return static_cast<uint16_t>(port);
 }
 
 // Runs fn(i) for i in [0, n) in forked children and returns their exit codes. A child still

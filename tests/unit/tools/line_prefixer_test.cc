@@ -1,5 +1,11 @@
 #include "tools/chorus-run/line_prefixer.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <map>
 #include <string>
 
@@ -79,6 +85,33 @@ TEST(JobEnv, PicksAUsablePort) {
   EXPECT_GT(port, 0);
   EXPECT_LT(port, 65536);
   EXPECT_GT(pickFreePort("no-such-host.invalid"), 0);  // falls back to any interface
+}
+
+// The picked port is outside the kernel's ephemeral range (so no connection can be given it
+// before rank 0 binds it) and can be listened on, on every address, as the store does.
+TEST(JobEnv, PickedPortIsBelowTheEphemeralRangeAndListenable) {
+  unsigned lo = 32768, hi = 60999;
+  if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    if (std::fscanf(f, "%u %u", &lo, &hi) != 2) lo = 32768;
+    std::fclose(f);
+  }
+  if (lo < 2048) GTEST_SKIP() << "the ephemeral range starts at " << lo << ": no room below it";
+  for (int i = 0; i < 20; ++i) {
+    const int port = pickUnusedPort(AF_INET);
+    ASSERT_GE(port, static_cast<int>(lo / 2));
+    ASSERT_LT(port, static_cast<int>(lo));
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << "port " << port;
+    EXPECT_EQ(::listen(fd, 1), 0) << "port " << port;
+    ::close(fd);
+  }
 }
 
 TEST(JobEnv, RankEnvironmentNamesEveryVariable) {
