@@ -12,6 +12,7 @@ Each must exit 0 within its deadline and print the loss of its last step, lower 
 """
 import argparse
 import os
+import random
 import re
 import socket
 import subprocess
@@ -39,9 +40,25 @@ def check(what, code, text):
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free now and below the kernel's ephemeral range, so that no connection on this host
+    can be given it before rank 0 binds it (as chorus-run picks; tools/chorus-run/job_env.h)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    first = low // 2
+    start = random.SystemRandom().randrange(max(1, low - first))
+    for i in range(low - first):
+        port = first + (start + i) % (low - first)
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("0.0.0.0", port))
+            except OSError:
+                continue
+            return port
+    sys.exit("FAIL: no free TCP port below the ephemeral range")
 
 
 def main():
