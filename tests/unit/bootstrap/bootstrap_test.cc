@@ -82,17 +82,16 @@ TEST_P(BootstrapRanks, EnvPathRankZeroServes) {
 
 TEST_P(BootstrapRanks, UniqueIdPathWithRegisteredStore) {
   int nranks = GetParam();
-  auto started = startJobStore(loopback(0));
-  ASSERT_TRUE(started.ok()) << started.status().toString();
-  chorusUniqueId id;
-  encodeUniqueId(*started, &id);
+  testing::StoreProcess store;  // the process that made the id
+  ASSERT_TRUE(store.ok());
+  const chorusUniqueId id = store.id();
   auto codes = runForked(nranks, [&](int r) {
     auto job = decodeUniqueId(id);  // what each rank does with the broadcast id
     if (!job.ok()) return 20;
     return runRank(*job, r, nranks, false);
   });
   for (int r = 0; r < nranks; ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
-  EXPECT_TRUE(releaseServer(started->root));
+  EXPECT_TRUE(store.stop());
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, BootstrapRanks, ::testing::Values(1, 2, 5));

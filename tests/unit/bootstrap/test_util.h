@@ -1,11 +1,13 @@
 // Helpers shared by the bootstrap tests: loopback addresses, a free port, forked ranks with a
-// hard deadline, and scoped environment variables.
+// hard deadline, a store served by a process of its own, and scoped environment variables.
 #pragma once
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <functional>
@@ -16,6 +18,9 @@
 #include <vector>
 
 #include "src/base/socket_util.h"
+#include "src/bootstrap/bootstrap.h"
+#include "src/bootstrap/store.h"
+#include "src/bootstrap/unique_id.h"
 #include "tools/chorus-run/job_env.h"
 
 namespace chorus::bootstrap::testing {
@@ -75,6 +80,65 @@ inline std::vector<int> runForked(int n, const std::function<int(int)>& fn,
   }
   return codes;
 }
+
+// A job's bootstrap store (startJobStore, as chorusGetUniqueId makes it) served by a forked
+// process of its own until this object goes, for tests that fork ranks: forking from a process
+// with a running thread (the store's) can leave a child blocked forever on a lock that thread
+// held at the fork (ASan's allocator: 6 of 150 runs of the unique-id test hung so).
+class StoreProcess {
+ public:
+  StoreProcess() {
+    int up[2], down[2];
+    if (::pipe2(up, O_CLOEXEC) != 0 || ::pipe2(down, O_CLOEXEC) != 0) std::abort();
+    pid_ = ::fork();
+    if (pid_ < 0) std::abort();
+    if (pid_ == 0) {
+      ::close(up[0]);
+      ::close(down[1]);
+      auto started = startJobStore(loopback(0));
+      chorusUniqueId id{};
+      if (started.ok()) encodeUniqueId(*started, &id);
+      bool sent = ::write(up[1], &id, sizeof id) == static_cast<ssize_t>(sizeof id);
+      char c;
+      while (sent && ::read(down[0], &c, 1) < 0 && errno == EINTR) {
+      }  // serves until the test closes its end (or dies)
+      if (started.ok()) releaseServer(started->root);
+      ::_exit(started.ok() && sent ? 0 : 1);
+    }
+    ::close(up[1]);
+    ::close(down[0]);
+    stop_ = down[1];
+    ssize_t got = 0;
+    do {
+      got = ::read(up[0], &id_, sizeof id_);
+    } while (got < 0 && errno == EINTR);
+    ::close(up[0]);
+    ok_ = got == static_cast<ssize_t>(sizeof id_) && decodeUniqueId(id_).ok();
+  }
+  ~StoreProcess() { stop(); }
+  StoreProcess(const StoreProcess&) = delete;
+  StoreProcess& operator=(const StoreProcess&) = delete;
+
+  bool ok() const { return ok_; }  // the store runs and id() reaches it
+  const chorusUniqueId& id() const { return id_; }
+  // Ends the store's process; true when it released the store and exited cleanly.
+  bool stop() {
+    if (pid_ <= 0) return exitedCleanly_;
+    ::close(stop_);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    exitedCleanly_ = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    return exitedCleanly_;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int stop_ = -1;
+  chorusUniqueId id_{};
+  bool ok_ = false;
+  bool exitedCleanly_ = false;
+};
 
 // Sets and unsets variables for one test and restores the previous environment afterwards.
 class ScopedEnv {
