@@ -32,8 +32,9 @@
 #     transports' conformance and TCP tests), the failure and left-peer behaviour tests, the
 #     fault matrix's collective cells and chorus-soak for 15 s;
 #   - the TSan build of the threaded parts and, under TSan, the failure (but the 8 MiB kill test,
-#     two minutes there), abort, nonblocking, teardown and left-peer tests, the heartbeat unit
-#     tests, the kill/stop/abort cells of the fault matrix and chorus-soak for 10 s.
+#     two minutes there), abort, nonblocking, teardown (15 runs of its 60) and left-peer tests,
+#     the heartbeat unit tests, the kill/stop/abort cells of the fault matrix and chorus-soak for
+#     10 s.
 # Each part prints its time and result; the last line is "sanitizers: N passed, M failed" and
 # any failure fails the script.
 set -euo pipefail
@@ -111,7 +112,7 @@ case "$kind" in
     tsan_env
     configure_and_build build-tsan build-tsan.log -DCHORUS_SANITIZE=thread -- "${tsan_targets[@]}"
     part "tsan behaviour tests" \
-      ctest --test-dir build-tsan -j"$(nproc)" --output-on-failure --timeout 600 \
+      env CHORUS_TEST_TEARDOWN_RUNS=15 ctest --test-dir build-tsan -j"$(nproc)" --output-on-failure --timeout 600 \
         -R '(^|/)(Failure|Teardown|Nonblocking|LeftPeer|Heartbeat)\.' \
         -E 'Failure\.KilledRankFailsEveryOtherRankWithin5Seconds'
     part "tsan chorus-faults (kill, stop and abort in a collective)" \
