@@ -1,8 +1,11 @@
 // chorus-faults: the fault matrix of issue 15, on one host (the multi-host faults — a link taken
 // down, traffic dropped — are tests/netns's Silence.* tests).
 //
-//   chorus-faults [--transport shm,tcp] [--phase P,...] [--fault F,...] [--ranks N]
+//   chorus-faults [--transport T,...] [--phase P,...] [--fault F,...] [--ranks N]
 //                 [--markdown] [--list]
+//
+// Transports: every one this build registers and can use here (shm, tcp; ucx when built), or
+// those named.
 //
 // Each cell forks N ranks (default 3) through the real environment bootstrap (rank 0 serves
 // the store), and rank 1, the victim, meets the fault at the phase:
@@ -34,6 +37,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <csignal>
@@ -402,8 +406,18 @@ bool known(const std::string& v, const char* const* list, size_t n) {
 
 }  // namespace
 
+// Every transport this build registers and can use here (what chorus-info lists as usable).
+std::vector<std::string> usableTransports() {
+  std::vector<std::string> v;
+  const char *name = nullptr, *unavailable = nullptr;
+  for (int i = 0; chorusGetTransportInfo(i, &name, nullptr, &unavailable) == chorusSuccess; ++i)
+    if (unavailable == nullptr) v.emplace_back(name);
+  return v;
+}
+
 int main(int argc, char** argv) {
-  std::vector<std::string> transports{"shm", "tcp"}, phases(std::begin(kPhases), std::end(kPhases)),
+  const std::vector<std::string> usable = usableTransports();
+  std::vector<std::string> transports = usable, phases(std::begin(kPhases), std::end(kPhases)),
       faults(std::begin(kFaults), std::end(kFaults));
   int ranks = 3;
   bool markdown = false, list = false;
@@ -424,14 +438,17 @@ int main(int argc, char** argv) {
     else if (a == "--list") list = true;
     else {
       std::fprintf(stderr,
-                   "usage: chorus-faults [--transport shm,tcp] [--phase P,...] [--fault F,...] "
+                   "usage: chorus-faults [--transport T,...] [--phase P,...] [--fault F,...] "
                    "[--ranks N] [--markdown] [--list]\n");
       return 2;
     }
   }
   for (const auto& t : transports)
-    if (t != "shm" && t != "tcp") {
-      std::fprintf(stderr, "chorus-faults: unknown transport '%s' (shm, tcp)\n", t.c_str());
+    if (std::find(usable.begin(), usable.end(), t) == usable.end()) {
+      std::string names;
+      for (const auto& u : usable) names += (names.empty() ? "" : ", ") + u;
+      std::fprintf(stderr, "chorus-faults: transport '%s' is not usable in this build here (%s)\n",
+                   t.c_str(), names.c_str());
       return 2;
     }
   for (const auto& p : phases)
