@@ -4,8 +4,8 @@
 //   chorus-faults [--transport T,...] [--phase P,...] [--fault F,...] [--ranks N]
 //                 [--markdown] [--list]
 //
-// Transports: every one this build registers and can use here (shm, tcp; ucx when built), or
-// those named.
+// Transports: those named (any this build registers: shm, tcp, ucx when built), or by default
+// every one usable here without being named (shm, tcp).
 //
 // Each cell forks N ranks (default 3) through the real environment bootstrap (rank 0 serves
 // the store), and rank 1, the victim, meets the fault at the phase:
@@ -406,18 +406,19 @@ bool known(const std::string& v, const char* const* list, size_t n) {
 
 }  // namespace
 
-// Every transport this build registers and can use here (what chorus-info lists as usable).
-std::vector<std::string> usableTransports() {
+// The transports this build registers (all of them, or those usable here by default: a
+// transport may ask to be named, as ucx does without an RDMA device).
+std::vector<std::string> registeredTransports(bool usableOnly) {
   std::vector<std::string> v;
   const char *name = nullptr, *unavailable = nullptr;
   for (int i = 0; chorusGetTransportInfo(i, &name, nullptr, &unavailable) == chorusSuccess; ++i)
-    if (unavailable == nullptr) v.emplace_back(name);
+    if (!usableOnly || unavailable == nullptr) v.emplace_back(name);
   return v;
 }
 
 int main(int argc, char** argv) {
-  const std::vector<std::string> usable = usableTransports();
-  std::vector<std::string> transports = usable, phases(std::begin(kPhases), std::end(kPhases)),
+  const std::vector<std::string> registered = registeredTransports(false);
+  std::vector<std::string> transports = registeredTransports(true), phases(std::begin(kPhases), std::end(kPhases)),
       faults(std::begin(kFaults), std::end(kFaults));
   int ranks = 3;
   bool markdown = false, list = false;
@@ -444,11 +445,11 @@ int main(int argc, char** argv) {
     }
   }
   for (const auto& t : transports)
-    if (std::find(usable.begin(), usable.end(), t) == usable.end()) {
+    if (std::find(registered.begin(), registered.end(), t) == registered.end()) {
       std::string names;
-      for (const auto& u : usable) names += (names.empty() ? "" : ", ") + u;
-      std::fprintf(stderr, "chorus-faults: transport '%s' is not usable in this build here (%s)\n",
-                   t.c_str(), names.c_str());
+      for (const auto& u : registered) names += (names.empty() ? "" : ", ") + u;
+      std::fprintf(stderr, "chorus-faults: this build has no transport '%s' (%s)\n", t.c_str(),
+                   names.c_str());
       return 2;
     }
   for (const auto& p : phases)
