@@ -74,7 +74,8 @@ fi
 # every zeropp path and the residual's).
 for ef in --error-feedback; do
   # shellcheck disable=SC2086
-  if launch 2 --mode zeropp $ef --csv "$tmp/pp.csv" --dump-params "$tmp/pp.bin"; then
+  if launch 2 --mode zeropp $ef --csv "$tmp/pp.csv" --dump-params "$tmp/pp.bin" \
+       --save-every 3 --save-dir "$tmp/ck.pp"; then
     if awk -F, 'NR == 2 { first = $2 } NR > 1 { if ($2 != $2 + 0 || $2 ~ /nan|inf/) bad = 1; last = $2 }
                 END { exit !(NR == 7 && !bad && last < first) }' "$tmp/pp.csv"; then
       echo "ok   zeropp $ef on 2 ranks trains: losses $(awk -F, 'NR > 1 { printf "%s ", $2 }' "$tmp/pp.csv")"
@@ -84,6 +85,20 @@ for ef in --error-feedback; do
     fi
   fi
 done
+
+# zeropp --error-feedback resumed on the same world size: the checkpoint holds each rank's
+# residuals (checkpoint version 2), so steps 4-6 reproduce the uninterrupted losses exactly.
+if launch 2 --mode zeropp --error-feedback --resume "$tmp/ck.pp/step-3" \
+     --csv "$tmp/res.pp.csv"; then
+  want=$(awk -F, 'NR > 1 && $1 > 3 { print $1, $2 }' "$tmp/pp.csv")
+  got=$(awk -F, 'NR > 1 { print $1, $2 }' "$tmp/res.pp.csv")
+  if [ -n "$want" ] && [ "$want" = "$got" ]; then
+    echo "ok   resume zeropp --error-feedback on 2 ranks: losses of steps 4-6 identical:" $got
+  else
+    echo "FAIL resume zeropp --error-feedback: uninterrupted [$(echo $want)] resumed [$(echo $got)]"
+    failures=$((failures + 1))
+  fi
+fi
 
 # --dtype bf16 (bf16 parameters and gradients for compute and communication, fp32 master
 # weights and AdamW states) in every mode on 2 ranks: the loss falls, and the fp32 master
