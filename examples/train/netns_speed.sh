@@ -23,7 +23,7 @@ STEPS=${STEPS:-12}
 DTYPE=${DTYPE:-bf16}
 # Wide and shallow in tokens: many parameters per token computed, so that at 1 Gbit/s zero3's
 # step is mostly communication (see README.md).
-MODEL=${MODEL:-"--layers 4 --width 512 --heads 8 --context 16 --batch 8"}
+MODEL=${MODEL:-"--layers 4 --width 512 --heads 8 --context 8 --batch 4"}
 tmp=$(mktemp -d)
 child=""
 cleanup() {
