@@ -7,6 +7,7 @@
 # (chorusCommGetStats), with the algorithms the tuner ran.
 #
 # usage: [RATES="1gbit 10gbit"] [MODES="dp zero1 zero2 zero3 zeropp"] [STEPS=12] [DTYPE=bf16]
+#        [HOSTS=2,2 (ranks per host, as run_job.sh --hosts)]
 #        [MODEL="--layers 4 --width 512 ..."] examples/train/netns_speed.sh BUILD_DIR
 # Needs root and ip netns (run_job.sh exits 77 otherwise, and so does this script). Nothing
 # outside the namespaces run_job.sh creates is touched; it removes them on exit, also when
@@ -21,6 +22,7 @@ RATES=${RATES:-"1gbit 10gbit"}
 MODES=${MODES:-"dp zero1 zero2 zero3 zeropp"}
 STEPS=${STEPS:-12}
 DTYPE=${DTYPE:-bf16}
+HOSTS=${HOSTS:-2,2}
 # Wide and shallow in tokens: many parameters per token computed, so that at 1 Gbit/s zero3's
 # step is mostly communication (see README.md).
 MODEL=${MODEL:-"--layers 4 --width 512 --heads 8 --context 8 --batch 4"}
@@ -37,8 +39,8 @@ trap 'exit 143' TERM
 median() { sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) print "nan"; else
   printf "%.1f", NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
-echo "model: $MODEL --dtype $DTYPE, $STEPS steps, 2 hosts x 2 ranks; load: $(cut -d' ' -f1-3 \
-  /proc/loadavg)"
+echo "model: $MODEL --dtype $DTYPE, $STEPS steps, ranks per host $HOSTS; load: $(cut -d' ' \
+  -f1-3 /proc/loadavg)"
 echo
 echo "| rate | mode | step ms | compute ms | exposed comm ms | comm % | KiB/step in host |" \
   "KiB/step to other host | algorithms (world) |"
@@ -48,7 +50,7 @@ for rate in $RATES; do
     csv=$tmp/$rate.$mode.csv
     log=$tmp/$rate.$mode.log
     # shellcheck disable=SC2086
-    "$run_job" --hosts 2,2 --rate "$rate" --build "$build" --timeout 900 -- \
+    "$run_job" --hosts "$HOSTS" --rate "$rate" --build "$build" --timeout 900 -- \
       "$train" --mode "$mode" --dtype "$DTYPE" $MODEL --steps "$STEPS" --eval-every 0 \
       --sample-chars 0 --threads 1 --timeout 120 --csv "$csv" >"$log" 2>&1 &
     child=$!
