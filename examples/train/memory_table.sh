@@ -20,7 +20,7 @@ for dtype in $DTYPES; do
       # shellcheck disable=SC2086
       "$build/tools/chorus-run/chorus-run" -n "$w" -- "$build/examples/train/chorus-train" \
         $MODEL --mode "$mode" --dtype "$dtype" --steps 3 --eval-every 0 --sample-chars 0 \
-        --quiet --memory-report >"$tmp/log" 2>&1 || { cat "$tmp/log"; exit 1; }
+        --quiet --memory-report --no-malloc-cache >"$tmp/log" 2>&1 || { cat "$tmp/log"; exit 1; }
       grep -o "memory-csv,.*" "$tmp/log" >>"$tmp/all.csv"
     done
   done
