@@ -57,38 +57,40 @@ class Comm {
                              chorusGetErrorString(r) + ": " + chorusGetLastError(comm_));
   }
 
-  chorusRequest_t iAllReduce(float* buf, size_t count, chorusRedOp_t op) {
+  // Buffers are float32 or bfloat16 (`dt`), as the trainer's --dtype says.
+  chorusRequest_t iAllReduce(void* buf, size_t count, chorusDataType_t dt, chorusRedOp_t op) {
     chorusRequest_t req = nullptr;
-    check(chorusIAllReduce(buf, buf, count, chorusFloat32, op, comm_, nullptr, &req),
+    check(chorusIAllReduce(buf, buf, count, dt, op, comm_, nullptr, &req),
           "chorusIAllReduce");
     return req;
   }
-  chorusRequest_t iReduceScatter(const float* send, float* recv, size_t recvCount,
-                                 chorusRedOp_t op) {
+  chorusRequest_t iReduceScatter(const void* send, void* recv, size_t recvCount,
+                                 chorusDataType_t dt, chorusRedOp_t op) {
     chorusRequest_t req = nullptr;
-    check(chorusIReduceScatter(send, recv, recvCount, chorusFloat32, op, comm_, nullptr, &req),
+    check(chorusIReduceScatter(send, recv, recvCount, dt, op, comm_, nullptr, &req),
           "chorusIReduceScatter");
     return req;
   }
-  chorusRequest_t iAllGather(const float* send, float* recv, size_t sendCount) {
+  chorusRequest_t iAllGather(const void* send, void* recv, size_t sendCount,
+                             chorusDataType_t dt) {
     chorusRequest_t req = nullptr;
-    check(chorusIAllGather(send, recv, sendCount, chorusFloat32, comm_, nullptr, &req),
+    check(chorusIAllGather(send, recv, sendCount, dt, comm_, nullptr, &req),
           "chorusIAllGather");
     return req;
   }
-  chorusRequest_t iReduceScatterQuantized(const float* send, float* recv, size_t recvCount,
-                                          chorusRedOp_t op, const chorusQuantConfig_t* config) {
+  chorusRequest_t iReduceScatterQuantized(const void* send, void* recv, size_t recvCount,
+                                          chorusDataType_t dt, chorusRedOp_t op,
+                                          const chorusQuantConfig_t* config) {
     chorusRequest_t req = nullptr;
-    check(chorusIReduceScatterQuantized(send, recv, recvCount, chorusFloat32, op, config, comm_,
-                                        nullptr, &req),
+    check(chorusIReduceScatterQuantized(send, recv, recvCount, dt, op, config, comm_, nullptr,
+                                        &req),
           "chorusIReduceScatterQuantized");
     return req;
   }
-  chorusRequest_t iAllGatherQuantized(const float* send, float* recv, size_t sendCount,
-                                      const chorusQuantConfig_t* config) {
+  chorusRequest_t iAllGatherQuantized(const void* send, void* recv, size_t sendCount,
+                                      chorusDataType_t dt, const chorusQuantConfig_t* config) {
     chorusRequest_t req = nullptr;
-    check(chorusIAllGatherQuantized(send, recv, sendCount, chorusFloat32, config, comm_, nullptr,
-                                    &req),
+    check(chorusIAllGatherQuantized(send, recv, sendCount, dt, config, comm_, nullptr, &req),
           "chorusIAllGatherQuantized");
     return req;
   }

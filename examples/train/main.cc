@@ -2,6 +2,8 @@
 // the arithmetic and chorus doing every byte of communication. See README.md.
 #include <torch/torch.h>
 
+#include <malloc.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -14,6 +16,7 @@
 
 #include "comm.h"
 #include "corpus.h"
+#include "memory.h"
 #include "model.h"
 #include "trainer.h"
 
@@ -25,6 +28,7 @@ struct Flags {
   train::ModelConfig model;
   train::TrainConfig train;
   std::string mode = "dp";
+  std::string dtype = "fp32";
   int64_t steps = 300;
   int64_t evalEvery = 50;
   int64_t saveEvery = 0;
@@ -37,6 +41,8 @@ struct Flags {
   int threads = 1;
   double timeout = 60;
   bool quiet = false;
+  bool memoryReport = false;
+  bool noMallocCache = false;
 };
 
 std::string readStatus(const char* key) {
@@ -48,8 +54,38 @@ std::string readStatus(const char* key) {
   return "?";
 }
 
+// The per-phase peaks of rank 0 (see memory.h), a table and one machine-readable line per phase.
+void printMemoryReport(const train::Trainer& trainer, const std::string& mode,
+                       const std::string& dtype, int W) {
+  using train::memory::Phase;
+  const train::memory::Peaks pk = train::memory::peaks();
+  const auto fp = trainer.footprint();
+  const double MiB = 1048576.0;
+  std::printf("memory of rank 0, peak per phase (MiB): libtorch's CPU allocator by tag, and the "
+              "process's resident set\n");
+  std::printf("  flat buffers (at rest): params %.2f, grads %.2f, optimizer %.2f (Psi = %ld)\n",
+              fp.params / MiB, fp.grads / MiB, fp.optimizer / MiB,
+              long(trainer.layout().totalParams()));
+  std::printf("  %-9s %9s %9s %9s %9s %9s %9s\n", "phase", "params", "grads", "optimizer",
+              "other", "torch", "rss");
+  for (int p = 0; p < train::memory::kPhases; ++p) {
+    const auto& b = pk.bytes[p];
+    std::printf("  %-9s %9.2f %9.2f %9.2f %9.2f %9.2f %9.1f\n",
+                train::memory::phaseName(Phase(p)), b[0] / MiB, b[1] / MiB, b[2] / MiB,
+                b[3] / MiB, b[4] / MiB, pk.rss[p] / MiB);
+  }
+  for (int p = 0; p < train::memory::kPhases; ++p) {
+    const auto& b = pk.bytes[p];
+    std::printf("memory-csv,%s,%s,%d,%ld,%s,%ld,%ld,%ld,%ld,%ld,%ld\n", mode.c_str(),
+                dtype.c_str(), W, long(trainer.layout().totalParams()),
+                train::memory::phaseName(Phase(p)), long(b[0]), long(b[1]), long(b[2]),
+                long(b[3]), long(b[4]), long(pk.rss[p]));
+  }
+}
+
 int run(const Flags& f, train::Comm& comm) {
   const int rank = comm.rank(), W = comm.size();
+  if (f.memoryReport) train::memory::install();
   torch::set_num_threads(f.threads);
   train::Corpus corpus = train::Corpus::load(f.data, f.holdout);
   train::ModelConfig model = f.model;
@@ -61,6 +97,7 @@ int run(const Flags& f, train::Comm& comm) {
                                                            {"zero3", train::Mode::kZero3},
                                                            {"zeropp", train::Mode::kZeroPP}};
   tc.mode = kModes.at(f.mode);
+  tc.bf16 = f.dtype == "bf16";
   if (tc.errorFeedback && tc.mode != train::Mode::kZeroPP) {
     throw std::invalid_argument("--error-feedback needs --mode zeropp (not " + f.mode + ")");
   }
@@ -74,16 +111,17 @@ int run(const Flags& f, train::Comm& comm) {
   }
   if (rank == 0) {
     auto fp = trainer.footprint();
-    std::printf("chorus-train: mode %s, %d rank%s, %ld parameters in %d units "
+    std::printf("chorus-train: mode %s, %s, %d rank%s, %ld parameters in %d units "
                 "(layers %ld, width %ld, heads %ld, context %ld, vocab %ld)\n",
-                f.mode.c_str(), W, W == 1 ? "" : "s", long(trainer.layout().totalParams()),
+                f.mode.c_str(), f.dtype.c_str(), W, W == 1 ? "" : "s",
+                long(trainer.layout().totalParams()),
                 trainer.layout().numUnits(), long(model.layers), long(model.width),
                 long(model.heads), long(model.context), long(model.vocab));
     std::printf("corpus: %s, %zu files, %zu bytes (%zu train, %zu held out)\n", f.data.c_str(),
                 corpus.files(), corpus.totalBytes(), corpus.train().size(),
                 corpus.heldOut().size());
     std::printf("batch %ld sequences x %ld tokens per step, %ld per rank in %ld micro-batch%s; "
-                "flat buffers per rank: params %.2f MiB, grads %.2f MiB, AdamW %.2f MiB\n",
+                "flat buffers per rank: params %.2f MiB, grads %.2f MiB, optimizer %.2f MiB\n",
                 long(tc.batch), long(model.context), long(tc.batch / W), long(tc.accum),
                 tc.accum == 1 ? "" : "es", fp.params / 1048576.0, fp.grads / 1048576.0,
                 fp.optimizer / 1048576.0);
@@ -149,7 +187,11 @@ int run(const Flags& f, train::Comm& comm) {
     if (!trainer.hostAlgorithms().empty()) {
       std::printf("algorithms run (host communicator): %s\n", trainer.hostAlgorithms().c_str());
     }
-    std::printf("peak resident memory of rank 0: %s\n", readStatus("VmHWM:").c_str());
+    if (f.memoryReport) {
+      printMemoryReport(trainer, f.mode, f.dtype, W);
+    } else {
+      std::printf("peak resident memory of rank 0: %s\n", readStatus("VmHWM:").c_str());
+    }
   }
   return 0;
 }
@@ -166,6 +208,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"dp", "zero1", "zero2", "zero3", "zeropp"}));
   app.add_flag("--error-feedback", f.train.errorFeedback,
                "zeropp: add each rank's int4 gradient quantization residual to the next step");
+  app.add_option("--dtype", f.dtype,
+                 "fp32, or bf16: bf16 parameters and gradients (compute and communication), "
+                 "fp32 master weights and AdamW states")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_option("--layers", f.model.layers, "transformer blocks")->check(CLI::PositiveNumber);
   app.add_option("--width", f.model.width, "model width")->check(CLI::PositiveNumber);
   app.add_option("--heads", f.model.heads, "attention heads")->check(CLI::PositiveNumber);
@@ -197,8 +243,23 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--timeout", f.timeout, "seconds any wait on a peer may take")
       ->check(CLI::PositiveNumber);
+  app.add_flag("--memory-report", f.memoryReport,
+               "count libtorch's CPU allocations by tag (params, grads, optimizer, other) and "
+               "the resident set, and print rank 0's peaks per phase at the end");
   app.add_flag("--quiet", f.quiet, "no per-step lines (held-out lines and the summary remain)");
+  app.add_flag("--no-malloc-cache", f.noMallocCache,
+               "leave glibc's defaults: large freed blocks go back to the kernel at once");
   CLI11_PARSE(app, argc, argv);
+  if (!f.noMallocCache) {
+    // Every step allocates and frees the same large buffers (gathered units, send and receive
+    // buffers, autograd's gradients: MBs each). With glibc's defaults they are mmap'ed and
+    // unmapped each time, and every step page-faults them in again — on the netns runs of
+    // README.md that was 40% of zero3's step. Serving them from the heap and not trimming it
+    // keeps the pages (as a caching allocator would), at the price of a resident set that no
+    // longer shrinks after a peak. 32 MiB is the largest threshold glibc accepts.
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  }
 
   train::Comm comm;
   try {

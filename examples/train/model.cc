@@ -136,6 +136,8 @@ torch::Tensor unitForward(const ModelConfig& cfg, int u, const torch::Tensor& x,
     torch::Tensor h = torch::layer_norm(x, {d}, p[0], p[1]);
     torch::Tensor logits = torch::matmul(h, p[2].t());
     if (!targets.defined()) return logits;
+    // The loss in fp32 whatever the compute dtype (a no-op with fp32).
+    logits = logits.to(torch::kFloat32);
     torch::Tensor ce = torch::nll_loss(torch::log_softmax(logits.reshape({-1, cfg.vocab}), 1),
                                        targets.reshape({-1}), {}, at::Reduction::Sum);
     return ce * lossScale;

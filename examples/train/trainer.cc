@@ -1,5 +1,7 @@
 #include "trainer.h"
 
+#include "memory.h"
+
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
@@ -14,6 +16,15 @@
 
 namespace train {
 namespace fs = std::filesystem;
+using memory::Tag;
+using memory::TagGuard;
+
+namespace {
+// Element `offset` of a flat tensor, for the C API.
+void* at(const torch::Tensor& t, int64_t offset) {
+  return static_cast<char*>(t.data_ptr()) + offset * t.element_size();
+}
+}  // namespace
 
 const char* modeName(Mode m) {
   switch (m) {
@@ -26,7 +37,8 @@ const char* modeName(Mode m) {
   return "?";
 }
 
-Partition::Partition(const ModelLayout& layout, int parts_, int part_) : parts(parts_), part(part_) {
+Partition::Partition(const ModelLayout& layout, int parts_, int part_)
+    : parts(parts_), part(part_) {
   for (int u = 0; u < layout.numUnits(); ++u) {
     int64_t S_u = layout.unitSize[u];
     int64_t s_u = (S_u + parts - 1) / parts;
@@ -47,9 +59,12 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& cfg, const Corpus&
       corpus_(corpus),
       comm_(comm),
       layout_(makeLayout(model)),
-      part_(layout_, cfg.mode == Mode::kDp ? 1 : comm.size(), cfg.mode == Mode::kDp ? 0 : comm.rank()),
+      part_(layout_, cfg.mode == Mode::kDp ? 1 : comm.size(),
+            cfg.mode == Mode::kDp ? 0 : comm.rank()),
       W_(comm.size()),
-      rank_(comm.rank()) {
+      rank_(comm.rank()),
+      dt_(cfg.bf16 ? torch::kBFloat16 : torch::kFloat32),
+      cdt_(cfg.bf16 ? chorusBfloat16 : chorusFloat32) {
   if (cfg_.batch % (int64_t(W_) * cfg_.accum) != 0) {
     throw std::invalid_argument("--batch " + std::to_string(cfg_.batch) +
                                 " is not a multiple of world size " + std::to_string(W_) +
@@ -64,14 +79,21 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& cfg, const Corpus&
   }
   inflight_ = std::make_unique<InFlight>(comm_);
   auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
-  if (fullReplica()) fullParam_ = torch::zeros({part_.fullSize}, f32);
-  if (cfg_.mode == Mode::kDp || cfg_.mode == Mode::kZero1) {
-    fullGrad_ = torch::zeros({part_.fullSize}, f32);
+  auto cdt = torch::TensorOptions().dtype(dt_);
+  {
+    TagGuard tag(Tag::kParams);
+    if (fullReplica()) fullParam_ = torch::zeros({part_.fullSize}, cdt);
+    if (sharded()) shardParam_ = torch::zeros({part_.shardSize}, cdt);
   }
-  if (sharded()) shardParam_ = torch::zeros({part_.shardSize}, f32);
-  if (shardedGrads()) {
-    shardGrad_ = torch::zeros({part_.shardSize}, f32);
+  {
+    TagGuard tag(Tag::kGrads);
+    if (cfg_.mode == Mode::kDp || cfg_.mode == Mode::kZero1) {
+      fullGrad_ = torch::zeros({part_.fullSize}, cdt);
+    }
+    if (shardedGrads()) shardGrad_ = torch::zeros({part_.shardSize}, cdt);
   }
+  TagGuard tag(Tag::kOptimizer);
+  if (cfg_.bf16) master_ = torch::zeros({part_.shardSize}, f32);
   m_ = torch::zeros({part_.shardSize}, f32);
   v_ = torch::zeros({part_.shardSize}, f32);
   gatherReq_.assign(layout_.numUnits(), nullptr);
@@ -111,37 +133,50 @@ Trainer::~Trainer() {
   }
 }
 
-float* Trainer::shardParam(int u) {
-  if (sharded()) return shardParam_.data_ptr<float>() + part_.H[u];
-  return fullParam_.data_ptr<float>() + part_.F[u] + part_.part * part_.s[u];
+torch::Tensor Trainer::paramShard(int u) const {
+  if (sharded()) return shardParam_.narrow(0, part_.H[u], part_.s[u]);
+  return fullParam_.narrow(0, part_.F[u] + part_.part * part_.s[u], part_.s[u]);
 }
 
-float* Trainer::shardGrad(int u) {
-  if (shardedGrads()) {
-    return shardGrad_.data_ptr<float>() + part_.H[u];
-  }
-  return fullGrad_.data_ptr<float>() + part_.F[u] + part_.part * part_.s[u];
+torch::Tensor Trainer::gradShard(int u) const {
+  if (shardedGrads()) return shardGrad_.narrow(0, part_.H[u], part_.s[u]);
+  return fullGrad_.narrow(0, part_.F[u] + part_.part * part_.s[u], part_.s[u]);
+}
+
+torch::Tensor Trainer::masterShard(int u) const {
+  if (master_.defined()) return master_.narrow(0, part_.H[u], part_.s[u]);
+  return paramShard(u);
 }
 
 Trainer::Footprint Trainer::footprint() const {
-  auto bytes = [](const torch::Tensor& t) { return t.defined() ? t.numel() * 4 : int64_t(0); };
+  auto bytes = [](const torch::Tensor& t) {
+    return t.defined() ? t.numel() * int64_t(t.element_size()) : int64_t(0);
+  };
   Footprint f;
   f.params = bytes(fullParam_) + bytes(shardParam_);
   f.grads = bytes(fullGrad_) + bytes(shardGrad_);
-  f.optimizer = bytes(m_) + bytes(v_);
+  f.optimizer = bytes(master_) + bytes(m_) + bytes(v_);
   return f;
+}
+
+void Trainer::setUnit(int u, const float* logical) {
+  if (fullReplica()) {
+    torch::Tensor src = torch::from_blob(const_cast<float*>(logical), {part_.S[u]},
+                                         torch::kFloat32);
+    fullParam_.narrow(0, part_.F[u], part_.S[u]).copy_(src);
+  }
+  float* mp = master(u);
+  for (int64_t j = 0; j < part_.s[u]; ++j) {
+    const int64_t e = part_.part * part_.s[u] + j;  // logical element; padding stays zero
+    mp[j] = e < part_.S[u] ? logical[e] : 0.f;
+  }
+  if (master_.defined()) paramShard(u).copy_(masterShard(u));  // rounded to bf16
 }
 
 void Trainer::initFromSeed() {
   for (int u = 0; u < layout_.numUnits(); ++u) {
     std::vector<float> init = initUnit(layout_, u, cfg_.seed);
-    if (fullReplica()) {
-      std::memcpy(fullParam_.data_ptr<float>() + part_.F[u], init.data(), 4 * init.size());
-    } else {
-      for (int64_t j = part_.lo(u); j < part_.hi(u); ++j) {
-        shardParam(u)[j - part_.lo(u)] = init[j];
-      }
-    }
+    setUnit(u, init.data());
   }
   m_.zero_();
   v_.zero_();
@@ -170,7 +205,7 @@ Trainer::Batch Trainer::makeBatch(int64_t step, int64_t micro) {
     }
     if (model_.dropout > 0) masks.push_back(sampleMasks(model_, cfg_.seed, step, g));
   }
-  if (!masks.empty()) b.masks = torch::stack(masks);
+  if (!masks.empty()) b.masks = torch::stack(masks).to(dt_);
   // Each rank's micro-batch losses sum to its local mean; the average over ranks is the global
   // mean, whatever the world size.
   b.lossScale = 1.0 / double(localBatch_ * T);
@@ -224,12 +259,13 @@ void Trainer::launchUnit(int u) {
   const std::string what = std::string(modeName(cfg_.mode)) + " unit " + std::to_string(u);
   if (cfg_.mode == Mode::kDp) {
     if (!lastMicro_) return;  // accumulate locally; communicate once per step
-    inflight_->push(comm_.iAllReduce(fullGrad_.data_ptr<float>() + F, P, chorusAvg), what);
+    inflight_->push(comm_.iAllReduce(at(fullGrad_, F), P, cdt_, chorusAvg), what);
   } else if (cfg_.mode == Mode::kZero1) {
     if (!lastMicro_) return;
     // In place: this rank's block of the unit receives the average of everyone's block.
-    float* g = fullGrad_.data_ptr<float>() + F;
-    inflight_->push(comm_.iReduceScatter(g, g + part_.part * s, s, chorusAvg), what);
+    inflight_->push(comm_.iReduceScatter(at(fullGrad_, F), at(fullGrad_, F + part_.part * s), s,
+                                         cdt_, chorusAvg),
+                    what);
   } else {  // zero2: every micro-batch; the unit's full gradient lives only until it is sent
     std::vector<torch::Tensor> grads;
     for (int i : layout_.unitParams[u]) {
@@ -245,7 +281,9 @@ void Trainer::launchUnit(int u) {
 // gradients held at once are bounded by two units, never the whole model.
 void Trainer::reduceScatterUnit(int u, const std::vector<torch::Tensor>& grads) {
   const int64_t P = part_.P[u], s = part_.s[u];
-  torch::Tensor send = torch::zeros({P}, torch::kFloat32);
+  for (const auto& g : grads) memory::retag(g, Tag::kGrads);  // made by autograd
+  TagGuard tag(Tag::kGrads);
+  torch::Tensor send = torch::zeros({P}, dt_);
   const auto& ids = layout_.unitParams[u];
   for (size_t k = 0; k < ids.size(); ++k) {
     const ParamSpec& p = layout_.params[ids[k]];
@@ -254,22 +292,21 @@ void Trainer::reduceScatterUnit(int u, const std::vector<torch::Tensor>& grads) 
     }
     send.narrow(0, p.offset, p.numel).copy_(grads[k].reshape({-1}));
   }
-  torch::Tensor recv = torch::empty({s}, torch::kFloat32);
+  torch::Tensor recv = torch::empty({s}, dt_);
   while (inflight_->size() >= 2) inflight_->waitOldest();
   chorusRequest_t req = nullptr;
   if (cfg_.mode == Mode::kZeroPP) {
     if (cfg_.errorFeedback) addErrorFeedback(u, send);
-    req = comm_.iReduceScatterQuantized(send.data_ptr<float>(), recv.data_ptr<float>(), s,
-                                        chorusAvg, &qg_[u]);
+    req = comm_.iReduceScatterQuantized(send.data_ptr(), recv.data_ptr(), s, cdt_, chorusAvg,
+                                        &qg_[u]);
   } else {
-    req = comm_.iReduceScatter(send.data_ptr<float>(), recv.data_ptr<float>(), s, chorusAvg);
+    req = comm_.iReduceScatter(send.data_ptr(), recv.data_ptr(), s, cdt_, chorusAvg);
   }
-  float* dst = shardGrad(u);
+  torch::Tensor dst = gradShard(u);
   inflight_->push(req, std::string(modeName(cfg_.mode)) + " reduce-scatter unit " +
                            std::to_string(u),
-                  [send, recv, dst, s]() mutable {
-                    const float* r = recv.data_ptr<float>();
-                    for (int64_t j = 0; j < s; ++j) dst[j] += r[j];
+                  [send, recv, dst]() mutable {
+                    dst.add_(recv);
                     send = torch::Tensor();
                   });
 }
@@ -280,7 +317,7 @@ void Trainer::reduceScatterUnit(int u, const std::vector<torch::Tensor>& grads) 
 // hop's error as this rank can see it; the second hop's (on the summed values) is not kept.
 void Trainer::addErrorFeedback(int u, torch::Tensor& send) {
   const int64_t s = part_.s[u];
-  if (!residual_[u].defined()) residual_[u] = torch::zeros({part_.P[u]}, torch::kFloat32);
+  if (!residual_[u].defined()) residual_[u] = torch::zeros({part_.P[u]}, dt_);
   send.add_(residual_[u]);
   const size_t qbytes = [&] {
     size_t b = 0;
@@ -288,15 +325,15 @@ void Trainer::addErrorFeedback(int u, torch::Tensor& send) {
     return b;
   }();
   std::vector<unsigned char> q(qbytes);
-  float* res = residual_[u].data_ptr<float>();
-  const float* in = send.data_ptr<float>();
+  torch::Tensor decoded = torch::empty({s}, dt_);
   for (int r = 0; r < W_; ++r) {
-    comm_.check(chorusQuantize(in + r * s, q.data(), size_t(s), chorusFloat32, &qg_[u], nullptr),
+    comm_.check(chorusQuantize(at(send, r * s), q.data(), size_t(s), cdt_, &qg_[u], nullptr),
                 "chorusQuantize");
-    comm_.check(chorusDequantize(q.data(), res + r * s, size_t(s), chorusFloat32, &qg_[u],
+    comm_.check(chorusDequantize(q.data(), decoded.data_ptr(), size_t(s), cdt_, &qg_[u],
                                  nullptr),
                 "chorusDequantize");
-    for (int64_t j = 0; j < s; ++j) res[r * s + j] = in[r * s + j] - res[r * s + j];
+    torch::Tensor res = residual_[u].narrow(0, r * s, s);
+    torch::sub_out(res, send.narrow(0, r * s, s), decoded);
   }
 }
 
@@ -312,6 +349,7 @@ double Trainer::microStepReplicated(const Batch& b) {
     x = unitForward(model_, u, x, p, b.masks, last ? b.targets : torch::Tensor(), b.lossScale);
   }
   const double loss = x.item<double>();
+  memory::setPhase(memory::Phase::kBackward);
   x.backward();
   if (nextLaunch_ != -1) {
     throw std::runtime_error("rank " + std::to_string(rank_) + ": backward left unit " +
@@ -323,21 +361,22 @@ double Trainer::microStepReplicated(const Batch& b) {
 // ---- zero3: parameters gathered per unit, freed after use, recomputed for backward ---------
 
 void Trainer::startGather(int u, Gather kind) {
+  TagGuard tag(Tag::kParams);
   if (cfg_.mode == Mode::kZeroPP && kind == Gather::kBackward) {
     // hpZ: the unit comes back from this host's ranks only (L-way secondary shards).
     const int64_t s2 = s2_[u];
-    gatherBuf_[u] = torch::empty({s2 * host_.size()}, torch::kFloat32);
-    gatherReq_[u] = host_.iAllGather(secondary_[u].data_ptr<float>(),
-                                     gatherBuf_[u].data_ptr<float>(), s2);
+    gatherBuf_[u] = torch::empty({s2 * host_.size()}, dt_);
+    gatherReq_[u] = host_.iAllGather(secondary_[u].data_ptr(), gatherBuf_[u].data_ptr(), s2, cdt_);
     return;
   }
-  gatherBuf_[u] = torch::empty({part_.P[u]}, torch::kFloat32);
+  gatherBuf_[u] = torch::empty({part_.P[u]}, dt_);
+  void* mine = paramShard(u).data_ptr();
   if (cfg_.mode == Mode::kZeroPP && kind == Gather::kForward) {  // qwZ: int8 weights
-    gatherReq_[u] = comm_.iAllGatherQuantized(shardParam(u), gatherBuf_[u].data_ptr<float>(),
-                                              part_.s[u], &qw_[u]);
+    gatherReq_[u] = comm_.iAllGatherQuantized(mine, gatherBuf_[u].data_ptr(), part_.s[u], cdt_,
+                                              &qw_[u]);
     return;
   }
-  gatherReq_[u] = comm_.iAllGather(shardParam(u), gatherBuf_[u].data_ptr<float>(), part_.s[u]);
+  gatherReq_[u] = comm_.iAllGather(mine, gatherBuf_[u].data_ptr(), part_.s[u], cdt_);
 }
 
 torch::Tensor Trainer::finishGather(int u) {
@@ -361,8 +400,9 @@ double Trainer::microStepZero3(const Batch& b) {
     startGather(u + 1, Gather::kForward);  // prefetch (u + 1 == U - 1: the head, for backward)
     if (cfg_.mode == Mode::kZeroPP) {
       // hpZ: keep this host's slice of the (int8-decoded) unit for backward.
+      TagGuard tag(Tag::kParams);
       const int64_t s2 = s2_[u], l = host_.rank();
-      secondary_[u] = torch::zeros({s2}, torch::kFloat32);
+      secondary_[u] = torch::zeros({s2}, dt_);
       const int64_t n = std::min<int64_t>(s2, part_.S[u] - l * s2);
       if (n > 0) secondary_[u].narrow(0, 0, n).copy_(buf.narrow(0, l * s2, n));
     }
@@ -371,6 +411,7 @@ double Trainer::microStepZero3(const Batch& b) {
     x = unitForward(model_, u, x, unitViews(layout_, u, buf), b.masks, {}, 0);
   }
   inputs[U - 1] = x;
+  memory::setPhase(memory::Phase::kBackward);
   double loss = 0;
   torch::Tensor gradOut;
   for (int u = U - 1; u >= 0; --u) {
@@ -418,15 +459,16 @@ StepResult Trainer::step(int64_t step) {
   for (int64_t k = 0; k < cfg_.accum; ++k) {
     lastMicro_ = k == cfg_.accum - 1;
     Batch b = makeBatch(step, k);
+    memory::setPhase(memory::Phase::kForward);
     localLoss += sharded() ? microStepZero3(b) : microStepReplicated(b);
     if (shardedGrads()) inflight_->drain();
   }
   inflight_->drain();
+  memory::setPhase(memory::Phase::kOptimizer);
   if (step == 1 && (cfg_.mode == Mode::kDp || cfg_.mode == Mode::kZero1)) {
     for (size_t i = 0; i < leaves_.size(); ++i) {
       const ParamSpec& p = layout_.params[i];
-      if (leaves_[i].grad().data_ptr<float>() !=
-          fullGrad_.data_ptr<float>() + part_.F[p.unit] + p.offset) {
+      if (leaves_[i].grad().data_ptr() != at(fullGrad_, part_.F[p.unit] + p.offset)) {
         throw std::runtime_error("rank " + std::to_string(rank_) + ": autograd replaced the " +
                                  "gradient view of " + p.name + " (libtorch version?)");
       }
@@ -436,7 +478,11 @@ StepResult Trainer::step(int64_t step) {
   // it contributes 1/W of its (identical) sum and the all-reduce returns the same total.
   double sumsq = 0;
   for (int u = 0; u < layout_.numUnits(); ++u) {
-    const float* g = shardGrad(u);
+    torch::Tensor g32 = [&] {
+      TagGuard tag(Tag::kGrads);
+      return gradShard(u).to(torch::kFloat32);  // a copy only with bf16
+    }();
+    const float* g = g32.data_ptr<float>();
     for (int64_t j = 0; j < part_.s[u]; ++j) sumsq += double(g[j]) * g[j];
   }
   double vals[2] = {localLoss / W_, part_.parts == 1 ? sumsq / W_ : sumsq};
@@ -450,8 +496,9 @@ StepResult Trainer::step(int64_t step) {
   if (cfg_.mode == Mode::kZero1 || cfg_.mode == Mode::kZero2) {
     // Updated shards back to every rank, in place.
     for (int u = 0; u < layout_.numUnits(); ++u) {
-      float* full = fullParam_.data_ptr<float>() + part_.F[u];
-      inflight_->push(comm_.iAllGather(full + part_.part * part_.s[u], full, part_.s[u]),
+      const int64_t F = part_.F[u];
+      inflight_->push(comm_.iAllGather(at(fullParam_, F + part_.part * part_.s[u]),
+                                       at(fullParam_, F), part_.s[u], cdt_),
                       "all-gather updated unit " + std::to_string(u));
     }
     inflight_->drain();
@@ -467,8 +514,12 @@ void Trainer::adamw(int64_t t, double gradScale) {
   const float c1 = float(1.0 / (1.0 - std::pow(cfg_.beta1, double(t))));
   const float c2 = float(1.0 / (1.0 - std::pow(cfg_.beta2, double(t))));
   for (int u = 0; u < layout_.numUnits(); ++u) {
-    float* p = shardParam(u);
-    const float* g = shardGrad(u);
+    float* p = master(u);
+    torch::Tensor g32 = [&] {
+      TagGuard tag(Tag::kGrads);
+      return gradShard(u).to(torch::kFloat32);  // a copy only with bf16
+    }();
+    const float* g = g32.data_ptr<float>();
     float* m = stateM(u);
     float* v = stateV(u);
     for (int64_t j = 0; j < part_.s[u]; ++j) {
@@ -478,17 +529,19 @@ void Trainer::adamw(int64_t t, double gradScale) {
       const float update = (m[j] * c1) / (std::sqrt(v[j] * c2) + eps);
       p[j] -= lr * (update + wd * p[j]);
     }
+    if (master_.defined()) paramShard(u).copy_(masterShard(u));  // rounded to bf16
   }
 }
 
 // ---- Evaluation, sampling, dumps -----------------------------------------------------------
 
+// The fp32 master weights (with fp32, the parameters themselves).
 torch::Tensor Trainer::fullParameters() {
-  if (fullReplica()) return fullParam_;
+  if (fullReplica() && !master_.defined()) return fullParam_;
+  if (part_.parts == 1) return master_;
   torch::Tensor full = torch::empty({part_.fullSize}, torch::kFloat32);
   for (int u = 0; u < layout_.numUnits(); ++u) {
-    inflight_->push(comm_.iAllGather(shardParam(u), full.data_ptr<float>() + part_.F[u],
-                                     part_.s[u]),
+    inflight_->push(comm_.iAllGather(master(u), at(full, part_.F[u]), part_.s[u], chorusFloat32),
                     "all-gather unit " + std::to_string(u));
   }
   inflight_->drain();
@@ -496,6 +549,7 @@ torch::Tensor Trainer::fullParameters() {
 }
 
 double Trainer::heldOutLoss() {
+  memory::setPhase(memory::Phase::kEval);
   torch::NoGradGuard noGrad;
   const int64_t T = model_.context;
   const auto& text = corpus_.heldOut();
@@ -581,13 +635,16 @@ void Trainer::dumpParameters(const std::string& path) {
 // ---- Checkpoints -----------------------------------------------------------------------------
 //
 // Whatever the mode, rank r of W saves the logical elements [r*s, (r+1)*s) of every unit (s from
-// a W-way partition): parameters, then AdamW m, then v. A loader of any world size reads the
-// files covering what it needs — here simply all of them, the model being small — so a
-// different world size re-partitions.
+// a W-way partition): parameters (fp32 master weights), then AdamW m, then v. A loader of any
+// world size reads the files covering what it needs — here simply all of them, the model being
+// small — so a different world size re-partitions. Version 2 adds, after the units, the rank's
+// error-feedback residuals (zeropp --error-feedback): they are the rank's own quantization
+// errors of its whole outgoing gradient, not a shard of anything, so they are restored only on
+// the same world size (and dropped, with a message, on another).
 
 namespace {
 constexpr char kCkptMagic[4] = {'C', 'T', 'C', 'K'};
-constexpr uint32_t kCkptVersion = 1;
+constexpr uint32_t kCkptVersion = 2;
 
 void writeAll(std::ofstream& out, const void* p, size_t n) {
   out.write(static_cast<const char*>(p), std::streamsize(n));
@@ -619,14 +676,21 @@ void Trainer::saveCheckpoint(const std::string& dir, int64_t step) {
       writeAll(out, range, 16);
       const int64_t n = range[1] - range[0];
       if (n <= 0) continue;
-      // Where logical element `lo` of unit u lives in this mode's buffers.
-      const float* p = fullReplica() ? fullParam_.data_ptr<float>() + part_.F[u] + range[0]
-                                     : shardParam(u);
-      const float* m = part_.parts == 1 ? m_.data_ptr<float>() + part_.F[u] + range[0] : stateM(u);
-      const float* v = part_.parts == 1 ? v_.data_ptr<float>() + part_.F[u] + range[0] : stateV(u);
-      writeAll(out, p, 4 * size_t(n));
-      writeAll(out, m, 4 * size_t(n));
-      writeAll(out, v, 4 * size_t(n));
+      // Where logical element `lo` of unit u lives in this mode's buffers (dp: parts == 1, the
+      // shard is the whole unit).
+      const int64_t off = part_.parts == 1 ? range[0] : 0;
+      writeAll(out, master(u) + off, 4 * size_t(n));
+      writeAll(out, stateM(u) + off, 4 * size_t(n));
+      writeAll(out, stateV(u) + off, 4 * size_t(n));
+    }
+    const int32_t residuals = cfg_.errorFeedback ? int32_t(residual_.size()) : 0;
+    writeAll(out, &residuals, 4);
+    for (int u = 0; u < residuals; ++u) {
+      torch::Tensor r = residual_[u].defined() ? residual_[u].to(torch::kFloat32)
+                                               : torch::Tensor();
+      const int64_t n = r.defined() ? r.numel() : 0;
+      writeAll(out, &n, 8);
+      if (n > 0) writeAll(out, r.data_ptr<float>(), 4 * size_t(n));
     }
     out.close();
     if (!out) {
@@ -635,7 +699,10 @@ void Trainer::saveCheckpoint(const std::string& dir, int64_t step) {
     }
   }
   fs::rename(file + ".tmp", file, ec);
-  if (ec) throw std::runtime_error("rank " + std::to_string(rank_) + ": rename " + file + ": " + ec.message());
+  if (ec) {
+    throw std::runtime_error("rank " + std::to_string(rank_) + ": rename " + file + ": " +
+                             ec.message());
+  }
   comm_.barrier();  // every shard is on disk before the manifest says the checkpoint exists
   if (rank_ == 0) {
     nlohmann::json j;
@@ -645,6 +712,7 @@ void Trainer::saveCheckpoint(const std::string& dir, int64_t step) {
     j["world_size"] = W_;
     j["mode"] = modeName(cfg_.mode);
     j["seed"] = cfg_.seed;
+    j["dtype"] = cfg_.bf16 ? "bf16" : "fp32";
     j["batch"] = cfg_.batch;
     j["corpus_fingerprint"] = corpus_.fingerprint();
     j["model"] = {{"vocab", model_.vocab}, {"layers", model_.layers}, {"width", model_.width},
@@ -656,7 +724,10 @@ void Trainer::saveCheckpoint(const std::string& dir, int64_t step) {
     std::ofstream out(dir + "/manifest.json.tmp", std::ios::trunc);
     out << j.dump(2) << "\n";
     out.close();
-    if (!out) throw std::runtime_error("rank 0: checkpoint: write error on " + dir + "/manifest.json.tmp");
+    if (!out) {
+      throw std::runtime_error("rank 0: checkpoint: write error on " + dir +
+                               "/manifest.json.tmp");
+    }
     fs::rename(dir + "/manifest.json.tmp", dir + "/manifest.json", ec);
     if (ec) throw std::runtime_error("rank 0: rename manifest in " + dir + ": " + ec.message());
   }
@@ -694,6 +765,12 @@ int64_t Trainer::loadCheckpoint(const std::string& dir) {
     std::printf("resume: re-partitioning a checkpoint of world size %d for world size %d\n", oldW,
                 W_);
   }
+  const std::string oldDtype = j.value("dtype", std::string("fp32"));
+  if (rank_ == 0 && oldDtype != (cfg_.bf16 ? "bf16" : "fp32")) {
+    std::printf("resume: checkpoint written with --dtype %s, continuing with --dtype %s (the "
+                "checkpoint holds fp32 master weights either way)\n",
+                oldDtype.c_str(), cfg_.bf16 ? "bf16" : "fp32");
+  }
   if (rank_ == 0 && j.at("mode").get<std::string>() != modeName(cfg_.mode)) {
     std::printf("resume: checkpoint written in mode %s, continuing in mode %s\n",
                 j.at("mode").get<std::string>().c_str(), modeName(cfg_.mode));
@@ -719,10 +796,11 @@ int64_t Trainer::loadCheckpoint(const std::string& dir) {
     in.read(reinterpret_cast<char*>(&version), 4);
     in.read(reinterpret_cast<char*>(hdr), 8);
     in.read(reinterpret_cast<char*>(&t), 8);
-    if (!in || std::memcmp(magic, kCkptMagic, 4) != 0 || version != kCkptVersion ||
-        hdr[0] != r || hdr[1] != oldW) {
+    if (!in || std::memcmp(magic, kCkptMagic, 4) != 0 || version < 1 ||
+        version > kCkptVersion || hdr[0] != r || hdr[1] != oldW) {
       throw std::runtime_error(who + file + " is not rank " + std::to_string(r) + " of " +
-                               std::to_string(oldW) + " of a version-1 checkpoint");
+                               std::to_string(oldW) + " of a version 1-" +
+                               std::to_string(kCkptVersion) + " checkpoint");
     }
     if (fileStep >= 0 && t != fileStep) throw std::runtime_error(who + file + ": step differs");
     fileStep = t;
@@ -742,16 +820,38 @@ int64_t Trainer::loadCheckpoint(const std::string& dir) {
       in.read(reinterpret_cast<char*>(V[u].data() + range[0]), 4 * n);
       if (!in) throw std::runtime_error(who + file + " is truncated");
     }
+    int32_t residuals = 0;
+    if (version >= 2) in.read(reinterpret_cast<char*>(&residuals), 4);
+    if (residuals > 0 && r == rank_ && oldW == W_ && cfg_.errorFeedback) {
+      for (int u = 0; u < residuals && u < U; ++u) {
+        int64_t n = 0;
+        in.read(reinterpret_cast<char*>(&n), 8);
+        if (!in || (n != 0 && n != part_.P[u])) {
+          throw std::runtime_error(who + file + ": residual of unit " + std::to_string(u) +
+                                   " has the wrong size");
+        }
+        if (n == 0) continue;
+        torch::Tensor t = torch::empty({n}, torch::kFloat32);
+        in.read(reinterpret_cast<char*>(t.data_ptr<float>()), 4 * n);
+        if (!in) throw std::runtime_error(who + file + " is truncated");
+        residual_[u] = t.to(dt_);
+      }
+    }
+    if (r == 0 && rank_ == 0 && cfg_.errorFeedback) {
+      if (residuals == 0) {
+        std::printf("resume: the checkpoint has no error-feedback residuals; starting from zero\n");
+      } else if (oldW != W_) {
+        std::printf("resume: error-feedback residuals of world size %d dropped (they are per "
+                    "rank); starting from zero\n", oldW);
+      }
+    }
   }
   // Into this mode's buffers (padding stays zero).
   for (int u = 0; u < U; ++u) {
-    if (fullReplica()) {
-      std::memcpy(fullParam_.data_ptr<float>() + part_.F[u], P[u].data(), 4 * P[u].size());
-    }
+    setUnit(u, P[u].data());
     for (int64_t j2 = 0; j2 < part_.s[u]; ++j2) {
       const int64_t e = part_.part * part_.s[u] + j2;  // logical element
       const bool in = e < part_.S[u];
-      if (!fullReplica()) shardParam(u)[j2] = in ? P[u][e] : 0.f;
       stateM(u)[j2] = in ? M[u][e] : 0.f;
       stateV(u)[j2] = in ? V[u][e] : 0.f;
     }

@@ -4,11 +4,17 @@
 //   rank r owns elements [r*s[u], (r+1)*s[u]) of every unit (its *shard*).
 //
 //   buffer           dp            zero1               zero2               zero3
-//   params (fp32)    full          full                full                shard (gathered per
+//   params           full          full                full                shard (gathered per
 //                                                                           unit, then freed)
 //   gradients        full          full (reduce-       shard (+ one unit    shard (+ one unit
 //                                  scattered in place) in flight)           in flight)
+//   fp32 master      full          shard               shard               shard
 //   AdamW m, v       full          shard               shard               shard
+//
+// Parameters and gradients are in the compute dtype (--dtype fp32 or bf16), which is also what
+// goes over the wire. With bf16 the update runs on fp32 master weights of the shard, rounded
+// back into the bf16 parameters after each step (the ZeRO paper's 2 + 2 + 12 bytes per
+// parameter); with fp32 the parameters are their own master weights.
 //
 // dp is the same code with parts = 1 (the "shard" is everything). Every mode then runs the same
 // AdamW over its shard, with the same global-norm clipping.
@@ -43,6 +49,7 @@ struct TrainConfig {
   uint64_t seed = 1234;
   int64_t evalSamples = 64;
   bool errorFeedback = false;  // zeropp: keep each rank's gradient quantization residual
+  bool bf16 = false;           // bf16 parameters and gradients, fp32 master weights
 };
 
 /// Unit u's padded partition over `parts` ranks, as seen by rank `part`.
@@ -104,10 +111,16 @@ class Trainer {
   bool sharded() const { return cfg_.mode == Mode::kZero3 || cfg_.mode == Mode::kZeroPP; }
   bool fullReplica() const { return !sharded(); }
   bool shardedGrads() const { return cfg_.mode == Mode::kZero2 || sharded(); }
-  float* shardParam(int u);
-  float* shardGrad(int u);
+  // This rank's shard of unit u (s[u] elements) in each buffer, as tensor views.
+  torch::Tensor paramShard(int u) const;   // compute dtype
+  torch::Tensor gradShard(int u) const;    // compute dtype
+  torch::Tensor masterShard(int u) const;  // fp32: master_ (bf16) or paramShard (fp32)
+  float* master(int u) const { return masterShard(u).data_ptr<float>(); }
   float* stateM(int u) { return m_.data_ptr<float>() + part_.H[u]; }
   float* stateV(int u) { return v_.data_ptr<float>() + part_.H[u]; }
+  /// Sets unit u from its logical fp32 values: the full parameters of a replicated mode, the
+  /// master shard and the compute shard.
+  void setUnit(int u, const float* logical);
 
   struct Batch {
     torch::Tensor idx, targets, masks;
@@ -142,8 +155,11 @@ class Trainer {
   int64_t localBatch_, microBatch_;
   int64_t adamStep_ = 0;
 
+  torch::ScalarType dt_;                      // compute dtype: kFloat32 or kBFloat16
+  chorusDataType_t cdt_;                      // the same, for chorus
   torch::Tensor fullParam_, fullGrad_;        // dp, zero1, zero2 (fullGrad_: dp, zero1)
   torch::Tensor shardParam_, shardGrad_;      // zero3 params; zero2/zero3 gradients
+  torch::Tensor master_;                      // bf16 only: fp32 master weights of the shard
   torch::Tensor m_, v_;                       // AdamW states of the shard
   std::vector<torch::Tensor> leaves_;         // per parameter, views of fullParam_
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
