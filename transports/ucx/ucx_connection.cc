@@ -19,7 +19,7 @@ constexpr size_t kControlBytes = 512;
 // How long cancel() waits for its ABORT to leave, and the destructor for its CLOSE and the
 // endpoint's flush.
 constexpr int kCancelBudgetMs = 100;
-constexpr int kCloseBudgetMs = 2000;
+constexpr int kCloseBudgetMs = 500;
 // Progress calls that find nothing to do before a gone peer's connection gives up on what it
 // waits for (what the peer delivered is taken in these).
 constexpr int kDrainRounds = 64;
@@ -481,7 +481,7 @@ void UcxConnection::sendControl(ControlKind kind, uint32_t code, uint64_t count,
   start(*ctrlSend_, ucp_tag_send_nbx(ep_, ctrlOut_.data(), ctrlOut_.size(),
                                      controlTag(comm_, myRank_), &p));
   const auto deadline = Clock::now() + std::chrono::milliseconds(budgetMs);
-  while (!ctrlSend_->done && Clock::now() < deadline) ucp_worker_progress(w_);
+  while (!ctrlSend_->done && !epErr_->failed && Clock::now() < deadline) ucp_worker_progress(w_);
   if (ctrlSend_->done && ctrlSend_->request) {
     ucp_request_free(ctrlSend_->request);
     ctrlSend_->request = nullptr;
@@ -499,7 +499,8 @@ void UcxConnection::closeEndpoint(bool force) {
   if (!UCS_PTR_IS_PTR(req)) return;
   const auto deadline =
       Clock::now() + std::chrono::milliseconds(force ? kCancelBudgetMs : kCloseBudgetMs);
-  while (ucp_request_check_status(req) == UCS_INPROGRESS && Clock::now() < deadline)
+  while (ucp_request_check_status(req) == UCS_INPROGRESS && !epErr_->failed &&
+         Clock::now() < deadline)
     ucp_worker_progress(w_);
   if (ucp_request_check_status(req) == UCS_INPROGRESS) {
     closeUnfinished_ = true;
