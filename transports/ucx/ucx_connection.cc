@@ -119,6 +119,15 @@ UcxConnection::~UcxConnection() {
   const bool healthy = !failed_ && !gone_ && !closedByPeer_ && !epErr_->failed;
   // Tell the peer how many messages it will get, so it fails what waits beyond them.
   if (healthy && ep_) sendControl(ControlKind::kClose, 0, posted_[kSend], "", kCloseBudgetMs);
+  if (closeAfterControl_) {
+    // An ABORT still on its way: give it the close budget, then close (by force if it is
+    // still stuck).
+    const auto deadline = Clock::now() + std::chrono::milliseconds(kCloseBudgetMs);
+    while (!ctrlSend_->done && !epErr_->failed && Clock::now() < deadline)
+      ucp_worker_progress(w_);
+    closeAfterControl_ = false;
+    closeEndpoint(!ctrlSend_->done);
+  }
   closeEndpoint(!healthy);
   if (ctrlRecv_ && ctrlRecv_->request && !ctrlRecv_->done)
     ucp_request_cancel(w_, ctrlRecv_->request);
@@ -302,7 +311,16 @@ void UcxConnection::handleControl() {
 }
 
 Status UcxConnection::progressLocked() {
-  if (failed_) return failure_;
+  if (failed_) {
+    if (closeAfterControl_) {
+      ucp_worker_progress(w_);
+      if (ctrlSend_->done || epErr_->failed) {
+        closeAfterControl_ = false;
+        closeEndpoint(false);  // a flush: what the ABORT handed UCX leaves first
+      }
+    }
+    return failure_;
+  }
   for (int i = 0; i < 4 && ucp_worker_progress(w_) != 0; ++i) {
   }
   handleControl();
@@ -357,7 +375,7 @@ Status UcxConnection::progress() {
 
 Status UcxConnection::test(Op& op, bool* done) {
   std::lock_guard<std::mutex> lock(worker_->mutex());
-  if (!failed_) progressLocked().ignore();
+  progressLocked().ignore();
   return checkLocked(op, done);
 }
 
@@ -439,8 +457,18 @@ void UcxConnection::fail(Status why) {
   failure_ = std::move(why);
   // Closing the endpoint by force completes every request on it (UCS_ERR_CANCELED), so the
   // callers' buffers are free once their ops report the failure. Receives never handed to UCX
-  // hold nothing.
-  closeEndpoint(true);
+  // hold nothing. An ABORT that has not left yet (a UCX endpoint is wired up on first use, with
+  // the peer's help) keeps the endpoint open while no caller's buffer is in UCX's hands: later
+  // progress() calls let it out, then close the endpoint.
+  bool inUcx = false;
+  for (const auto& d : ops_)
+    for (const auto& r : d)
+      if (r->request && !r->done) inUcx = true;
+  if (!inUcx && ep_ && ctrlSend_ && !ctrlSend_->done && !epErr_->failed) {
+    closeAfterControl_ = true;
+  } else {
+    closeEndpoint(true);
+  }
   if (ctrlRecv_ && ctrlRecv_->request && !ctrlRecv_->done)
     ucp_request_cancel(w_, ctrlRecv_->request);
   drainRequests(kCancelBudgetMs);

@@ -125,6 +125,7 @@ class UcxConnection final : public Connection {
 
   std::unique_ptr<EndpointError> epErr_;  // UCX failed the endpoint (PEER mode)
   bool closeUnfinished_ = false;
+  bool closeAfterControl_ = false;  // failed; the endpoint closes once the ABORT has left
   bool closedByPeer_ = false;  // CLOSE received: peerSent_ messages are all there will be
   uint64_t peerSent_ = 0;
   bool gone_ = false;  // peerGone() or a failed endpoint: deliver what arrived, fail the rest

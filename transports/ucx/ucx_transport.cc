@@ -219,7 +219,7 @@ bool namedInTransportList() {
 const char* unavailable() {
   if (namedInTransportList()) return nullptr;
   if (kernelHasRdmaDevice() && hasRdmaDevice()) return nullptr;
-  return "UCX reports no RDMA-class device, and over TCP or shared memory chorus's own "
+  return "no RDMA-class device for UCX here, and over TCP or shared memory chorus's own "
          "transports serve (CHORUS_TRANSPORT=ucx uses it anyway)";
 }
 
