@@ -11,6 +11,7 @@
 #   perftest bw  ucx_perftest -t tag_bw -s 4194304: overall bandwidth, one direction (GB/s).
 #   chorus lat   chorus-perf --coll pingpong -b 8 -e 8: half a round trip (us).
 #   perftest lat ucx_perftest -t tag_lat -s 8: overall average latency, half a round trip (us).
+#   and, once per repetition, chorus bw over chorus's own tcp transport, for reference.
 # and the ratios chorus / perftest. Every chorus run checks its results (-c 1); any failure,
 # timeout or missing row stops the script (exit 1) naming the run and its log.
 #
@@ -46,10 +47,10 @@ export CHORUS_SOCKET_IFNAME=${CHORUS_SOCKET_IFNAME:-lo}
 : > "$out/raw.csv"
 
 # chorus-perf's out-of-place row for `size`: column 7 is the time (us), 8 the algbw (GB/s).
-chorus_run() {  # tls label coll size iters column
-  local tls=$1 label=$2 coll=$3 size=$4 iters=$5 col=$6
+chorus_run() {  # tls label coll size iters column [transport]
+  local tls=$1 label=$2 coll=$3 size=$4 iters=$5 col=$6 transport=${7:-ucx}
   local log=$out/logs/$label-${tls//,/_}-$rep.log
-  if ! CHORUS_TRANSPORT=ucx UCX_TLS=$tls timeout "$run_timeout" "$run" -n 2 "$perf" \
+  if ! CHORUS_TRANSPORT=$transport UCX_TLS=$tls timeout "$run_timeout" "$run" -n 2 "$perf" \
       --coll "$coll" -b "$size" -e "$size" -n "$iters" -w $((iters / 10 + 1)) -c 1 \
       >"$log" 2>&1; then
     fail "$label ($tls) failed: see $log"
@@ -59,7 +60,7 @@ chorus_run() {  # tls label coll size iters column
   [ -n "$v" ] || fail "$label ($tls): no row for $size bytes in $log"
   awk -v s="$size" '$1 == "[0]" && $2 == s && $10 != "0" { exit 1 }' "$log" ||
     fail "$label ($tls): wrong elements, see $log"
-  echo "$tls,$label,$rep,$v" >> "$out/raw.csv"
+  echo "\"$tls\",$label,$rep,$v" >> "$out/raw.csv"
 }
 
 # ucx_perftest's "Final:" row: field 4 the overall latency (us), 6 the overall bandwidth (MB/s,
@@ -87,7 +88,7 @@ perftest_run() {  # tls label test size iters
     v=$(awk '$1 == "Final:" { print $4 }' "$log")
   fi
   [ -n "$v" ] || fail "$label ($tls): no Final row in $log"
-  echo "$tls,$label,$rep,$v" >> "$out/raw.csv"
+  echo "\"$tls\",$label,$rep,$v" >> "$out/raw.csv"
 }
 
 for rep in $(seq "$reps"); do
@@ -97,6 +98,7 @@ for rep in $(seq "$reps"); do
     chorus_run "$tls" chorus_lat pingpong 8 "$lat_iters" 7
     perftest_run "$tls" perftest_lat tag_lat 8 "$lat_iters"
   done
+  chorus_run - chorus_tcp_bw sendrecv 4194304 "$bw_iters" 8 tcp
 done
 
 python3 - "$out/raw.csv" "$tls_list" <<'EOF' | tee "$out/tables.txt"
@@ -112,5 +114,7 @@ for tls in sys.argv[2].split():
     cl, pl = med(tls, "chorus_lat"), med(tls, "perftest_lat")
     print(f"| {tls} | {cb:.3f} | {pb:.3f} | {cb / pb:.2f} | {cl:.2f} | {pl:.2f} "
           f"| {cl / pl:.2f} |")
+tcp = med("-", "chorus_tcp_bw")
+print(f"\nchorus's own tcp transport, same chorus-perf sendrecv 4 MiB: {tcp:.3f} GB/s")
 EOF
 echo "ucx_vs_perftest: results in $out"
