@@ -1,7 +1,8 @@
 // The UCX transport's failure behaviour through real forked ranks (the collective sweep over
 // UCX is in collectives_test.cc): a killed rank fails every survivor with chorusRemoteError
 // within 5 s, over UCX's TCP (endpoints in PEER error mode) and over its shared memory
-// (endpoints in NONE mode: the communicator's liveness check finds the dead rank); an abort
+// (endpoints in NONE mode: the communicator's liveness check finds the dead rank; small
+// messages only, see Setup); an abort
 // from another thread unblocks a call; a rank that sent everything and left fails no one.
 // Every test skips, saying why, when this build has no UCX transport.
 #include <gtest/gtest.h>
@@ -31,16 +32,21 @@ bool ucxBuilt() {
   if (!ucxBuilt()) GTEST_SKIP() << "this build has no UCX transport (CHORUS_WITH_UCX=OFF)"
 
 // One way of running UCX: its transports and chorus's error mode for its endpoints.
+// `killMidRendezvous`: whether a rank may be killed in the middle of a large message. Not with
+// endpoints in error mode NONE (shared memory): UCX 1.13 treats a failed cross-memory read from
+// the dead rank as fatal and aborts the survivor (uct_cma_ep_tx: process_vm_readv ... No such
+// process), which chorus cannot intercept; docs/design.md "UCX" says so.
 struct Setup {
   const char* name;
   std::map<std::string, std::string> env;
+  bool killMidRendezvous = true;
 };
 
 void PrintTo(const Setup& s, std::ostream* os) { *os << s.name; }
 
 const Setup kSetups[] = {
     {"tcp", {{"CHORUS_TRANSPORT", "ucx"}, {"UCX_TLS", "tcp"}}},
-    {"posix_cma", {{"CHORUS_TRANSPORT", "ucx"}, {"UCX_TLS", "posix,cma"}}},
+    {"posix_cma", {{"CHORUS_TRANSPORT", "ucx"}, {"UCX_TLS", "posix,cma"}}, false},
     // Shared memory allowed but PEER mode forced: UCX falls back to its TCP lanes.
     {"sm_peer_mode",
      {{"CHORUS_TRANSPORT", "ucx"}, {"UCX_TLS", "sm,tcp"}, {"CHORUS_UCX_ERR_MODE", "peer"}}},
@@ -53,6 +59,7 @@ TEST_P(UcxFailure, KilledRankFailsEveryOtherRankWithin5Seconds) {
   // 8 Mi floats are hit mid-collective; 4 floats between small ones.
   for (const size_t count : {size_t{8} << 20, size_t{4}})
     for (int n : {3, 4}) {
+      if (count > 4 && !GetParam().killMidRendezvous) continue;
       SCOPED_TRACE(std::to_string(count) + " floats, " + std::to_string(n) + " ranks");
       auto* killedAt = static_cast<double*>(sharedScratch(sizeof(double)));
       auto out = runRanks(n, [killedAt, count](chorusComm_t comm, int rank, int) -> std::string {
