@@ -4,7 +4,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git clang
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
-  libopenmpi-dev openmpi-bin libhwloc-dev libibverbs-dev libpugixml-dev iproute2 nftables procps libgloo-dev gnuplot-nox python3
+  libopenmpi-dev openmpi-bin libhwloc-dev libibverbs-dev libucx-dev ucx-utils libpugixml-dev iproute2 nftables procps libgloo-dev gnuplot-nox python3
   python3-torch libtorch-dev pybind11-dev fortunes
 )
 missing=()

@@ -265,7 +265,9 @@ std::string runCase(chorusComm_t comm, int rank, int n, const Case& c) {
 //     ranks dealt round-robin) with every transport allowed: the host-aware algorithms build
 //     their hierarchy instead of their single-host fallback, over both transports at once;
 //   - a few named configurations of the shared-memory paths that the transport list does not
-//     reach (no cross-memory attach; the host window in many small rounds).
+//     reach (no cross-memory attach; the host window in many small rounds);
+//   - UCX named in CHORUS_TRANSPORT (its forced-algorithm cases above skip: it is eligible by
+//     default only with an RDMA-class device) over UCX_TLS=tcp and posix,cma on 2-4 ranks.
 // A forced algorithm that cannot run where it is put (its needs: one-sided reads, the host
 // window, which pretend hosts and some transports lack) is refused by the library with
 // chorusInvalidUsage before anything moves; the test is then skipped with the library's reason.
@@ -440,6 +442,9 @@ std::vector<Param> allParams() {
   std::vector<Param> v;
   const auto algorithms = registeredAlgorithms();
   const auto transports = registeredTransports();
+  const bool ucxBuilt = std::any_of(transports.begin(), transports.end(),
+                                    [](const auto& t) { return t.first == "ucx"; });
+  const std::string ucxMissing = ucxBuilt ? "" : "not built (CHORUS_WITH_UCX=OFF)";
   for (C c : kAll) {
     const std::string coll = registryName(c);
     for (int n : {1, 2, 3, 4, 5, 8}) {
@@ -461,6 +466,12 @@ std::vector<Param> allParams() {
       hosts.hosts = 2;
       v.push_back(hosts);
     }
+    // UCX, made eligible by naming it (it is chosen by default only with an RDMA-class
+    // device), over its TCP and over its shared memory, with the tuner's choice of algorithm.
+    for (const char* tls : {"tcp", "posix,cma"})
+      for (int n : {2, 3, 4})
+        v.push_back({c, n, "", "ucx", std::string("tls_") + tls, ucxMissing,
+                     {{"CHORUS_TRANSPORT", "ucx"}, {"UCX_TLS", tls}}});
     if (c == C::kBarrier) continue;
     // Shared memory without cross-memory attach: everything through the slots, and the
     // one-sided algorithms out of the tuner's reach.

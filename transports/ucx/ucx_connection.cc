@@ -1,0 +1,564 @@
+#include "transports/ucx/ucx_connection.h"
+
+#include <poll.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "src/base/logging.h"
+
+namespace chorus::ucx {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using OpRec = UcxConnection::OpRec;
+
+// A control message: kind, code, count (8 bytes), then the reason's text.
+constexpr size_t kControlHeaderBytes = 16;
+constexpr size_t kControlBytes = 512;
+// How long cancel() waits for its ABORT to leave, and the destructor for its CLOSE and the
+// endpoint's flush.
+constexpr int kCancelBudgetMs = 100;
+constexpr int kCloseBudgetMs = 500;
+// Progress calls that find nothing to do before a gone peer's connection gives up on what it
+// waits for (what the peer delivered is taken in these).
+constexpr int kDrainRounds = 64;
+// A mismatched message up to this size is received into scratch memory (to release UCX's hold
+// on it); a larger one stays with the worker until it is destroyed.
+constexpr size_t kDiscardMaxBytes = 64 << 10;
+
+// UCX wants a valid address even for zero bytes.
+uint8_t gEmpty = 0;
+
+void onSend(void* /*request*/, ucs_status_t status, void* user) {
+  auto* r = static_cast<OpRec*>(user);
+  r->done = true;
+  r->status = status;
+}
+
+void onRecv(void* /*request*/, ucs_status_t status, const ucp_tag_recv_info_t* info, void* user) {
+  auto* r = static_cast<OpRec*>(user);
+  r->done = true;
+  r->status = status;
+  if (info && status == UCS_OK) r->length = info->length;
+}
+
+ucp_request_param_t sendParam(OpRec* r) {
+  ucp_request_param_t p{};
+  p.op_attr_mask =
+      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE;
+  p.cb.send = &onSend;
+  p.user_data = r;
+  p.datatype = ucp_dt_make_contig(1);
+  return p;
+}
+
+ucp_request_param_t recvParam(OpRec* r) {
+  ucp_request_param_t p{};
+  p.op_attr_mask =
+      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE;
+  p.cb.recv = &onRecv;
+  p.user_data = r;
+  p.datatype = ucp_dt_make_contig(1);
+  return p;
+}
+
+bool pending(const OpRec& r) { return !r.done; }
+
+}  // namespace
+
+// The endpoint's error handler may run until the endpoint is closed; what it writes lives on
+// the heap so a close that never finishes cannot make it write into a destroyed connection.
+struct EndpointError {
+  bool failed = false;
+  ucs_status_t status = UCS_OK;
+};
+
+void UcxConnection::onEndpointError(void* arg, ucp_ep_h /*ep*/, ucs_status_t status) {
+  auto* e = static_cast<EndpointError*>(arg);
+  if (!e->failed) e->status = status;
+  e->failed = true;
+}
+
+UcxConnection::UcxConnection(std::shared_ptr<Worker> worker, uint64_t commId, int myRank,
+                             int peer, bool peerErrMode)
+    : worker_(std::move(worker)),
+      w_(worker_->handle()),
+      comm_(commBits(commId)),
+      myRank_(myRank),
+      peer_(peer),
+      peerErrMode_(peerErrMode),
+      epErr_(new EndpointError()) {}
+
+StatusOr<std::unique_ptr<UcxConnection>> UcxConnection::create(
+    std::shared_ptr<Worker> worker, uint64_t commId, int myRank, int peer,
+    const std::vector<uint8_t>& address, bool peerErrMode) {
+  std::unique_ptr<UcxConnection> c(
+      new UcxConnection(std::move(worker), commId, myRank, peer, peerErrMode));
+  std::lock_guard<std::mutex> lock(c->worker_->mutex());
+  ucp_ep_params_t p{};
+  p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+  p.address = reinterpret_cast<const ucp_address_t*>(address.data());
+  p.err_mode = peerErrMode ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+  if (peerErrMode) {
+    p.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    p.err_handler.cb = &UcxConnection::onEndpointError;
+    p.err_handler.arg = c->epErr_.get();
+  }
+  ucs_status_t st = ucp_ep_create(c->w_, &p, &c->ep_);
+  if (st != UCS_OK)
+    return systemError("ucx: rank " + std::to_string(myRank) + ": ucp_ep_create to rank " +
+                       std::to_string(peer) + ": " + statusText(st));
+  countEndpoint(1);
+  c->postControlReceive();
+  return c;
+}
+
+UcxConnection::~UcxConnection() {
+  std::lock_guard<std::mutex> lock(worker_->mutex());
+  const bool healthy = !failed_ && !gone_ && !closedByPeer_ && !epErr_->failed;
+  // Tell the peer how many messages it will get, so it fails what waits beyond them.
+  if (healthy && ep_) sendControl(ControlKind::kClose, 0, posted_[kSend], "", kCloseBudgetMs);
+  if (closeAfterControl_) {
+    // An ABORT still on its way: give it the close budget, then close (by force if it is
+    // still stuck).
+    const auto deadline = Clock::now() + std::chrono::milliseconds(kCloseBudgetMs);
+    while (!ctrlSend_->done && !epErr_->failed && Clock::now() < deadline)
+      ucp_worker_progress(w_);
+    closeAfterControl_ = false;
+    closeEndpoint(!ctrlSend_->done);
+  }
+  closeEndpoint(!healthy);
+  if (ctrlRecv_ && ctrlRecv_->request && !ctrlRecv_->done)
+    ucp_request_cancel(w_, ctrlRecv_->request);
+  if (!drainRequests(kCloseBudgetMs)) {
+    // UCX still holds requests whose callbacks point at these records: leave them to it.
+    CHORUS_LOG(WARN, NET) << "ucx: rank " << myRank_ << ": requests to " << peerName()
+                          << " still outstanding after " << kCloseBudgetMs << " ms at close";
+    for (auto& d : ops_)
+      for (auto& r : d)
+        if (r->request && !r->done) r.release();
+    if (ctrlRecv_ && ctrlRecv_->request && !ctrlRecv_->done) ctrlRecv_.release();
+    if (ctrlSend_ && ctrlSend_->request && !ctrlSend_->done) ctrlSend_.release();
+    if (discard_ && discard_->request && !discard_->done) discard_.release();
+  }
+  // An endpoint close that did not finish may still report an error.
+  if (closeUnfinished_) epErr_.release();
+}
+
+std::string UcxConnection::peerName() const { return "rank " + std::to_string(peer_); }
+
+void UcxConnection::start(OpRec& r, ucs_status_ptr_t p) {
+  if (UCS_PTR_IS_ERR(p)) {
+    r.done = true;
+    r.status = UCS_PTR_STATUS(p);
+  } else if (p == nullptr) {
+    r.done = true;  // completed at once; no callback comes
+    r.status = UCS_OK;
+  } else {
+    r.request = p;
+  }
+}
+
+void UcxConnection::postControlReceive() {
+  ctrlRecv_ = std::make_unique<OpRec>();
+  ctrlIn_.assign(kControlBytes, 0);
+  ucp_request_param_t p = recvParam(ctrlRecv_.get());
+  // The callback always runs, so the length is always known.
+  p.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  start(*ctrlRecv_, ucp_tag_recv_nbx(w_, ctrlIn_.data(), ctrlIn_.size(),
+                                     controlTag(comm_, peer_), ~ucp_tag_t{0}, &p));
+}
+
+StatusOr<Op> UcxConnection::postSend(const void* src, size_t bytes, Tag tag) {
+  std::lock_guard<std::mutex> lock(worker_->mutex());
+  if (failed_) return failure_;
+  if (bytes > 0 && src == nullptr)
+    return invalidArgument("postSend to rank " + std::to_string(peer_) + ": null buffer of " +
+                           std::to_string(bytes) + " bytes");
+  // Nobody is left to receive it (the op fails; the connection still delivers what arrived).
+  if (gone_) return goneWhy_;
+  if (closedByPeer_) return remoteError(peerName() + " closed the connection");
+  auto r = std::make_unique<OpRec>();
+  r->data = const_cast<void*>(src);
+  r->bytes = bytes;
+  r->length = bytes;
+  r->tag = tag;
+  ucp_request_param_t p = sendParam(r.get());
+  start(*r, ucp_tag_send_nbx(ep_, bytes ? src : &gEmpty, bytes, dataTag(comm_, myRank_, tag),
+                             &p));
+  ops_[kSend].push_back(std::move(r));
+  return makeOp(kSend, posted_[kSend]++);
+}
+
+StatusOr<Op> UcxConnection::postRecv(void* dst, size_t bytes, Tag tag) {
+  std::lock_guard<std::mutex> lock(worker_->mutex());
+  if (failed_) return failure_;
+  if (bytes > 0 && dst == nullptr)
+    return invalidArgument("postRecv from rank " + std::to_string(peer_) + ": null buffer of " +
+                           std::to_string(bytes) + " bytes");
+  auto r = std::make_unique<OpRec>();
+  r->data = dst;
+  r->bytes = bytes;
+  r->tag = tag;
+  ops_[kRecv].push_back(std::move(r));
+  const Op op = makeOp(kRecv, posted_[kRecv]++);
+  // The message may be waiting already.
+  matchReceives();
+  return op;
+}
+
+// Hands the peer's waiting messages to the receives posted for them, oldest first, once their
+// sizes and tags agree.
+void UcxConnection::matchReceives() {
+  while (!failed_ && matched_ < posted_[kRecv]) {
+    ucp_tag_recv_info_t info{};
+    ucp_tag_message_h msg = ucp_tag_probe_nb(w_, dataTag(comm_, peer_, 0), kMatchMask, 1, &info);
+    if (!msg) return;
+    OpRec& r = *ops_[kRecv][matched_ - base_[kRecv]];
+    const uint64_t sentTag = info.sender_tag & kMessageTagMask;
+    if (info.length != r.bytes || sentTag != (r.tag & kMessageTagMask)) {
+      Status mismatch = invalidUsage(
+          "rank " + std::to_string(peer_) + " sent a message of " + std::to_string(info.length) +
+          " bytes (tag " + std::to_string(sentTag) + ") but rank " + std::to_string(myRank_) +
+          " posted a receive of " + std::to_string(r.bytes) + " bytes (tag " +
+          std::to_string(r.tag) + ")" +
+          (r.tag > kMessageTagMask ? " (tags compared on their low 28 bits)" : ""));
+      if (info.length <= kDiscardMaxBytes) {
+        discard_ = std::make_unique<OpRec>();
+        discardBuf_.resize(info.length + 1);
+        ucp_request_param_t p = recvParam(discard_.get());
+        start(*discard_, ucp_tag_msg_recv_nbx(w_, discardBuf_.data(), info.length, msg, &p));
+      }
+      // Matching cannot resume past a message nobody takes; tell the sender why, then fail.
+      sendControl(ControlKind::kAbort, static_cast<uint32_t>(Code::kInvalidUsage), 0,
+                  mismatch.message(), kCancelBudgetMs);
+      fail(std::move(mismatch));
+      return;
+    }
+    r.length = info.length;
+    r.started = true;
+    ++matched_;
+    ucp_request_param_t p = recvParam(&r);
+    start(r, ucp_tag_msg_recv_nbx(w_, r.bytes ? r.data : &gEmpty, r.bytes, msg, &p));
+  }
+}
+
+// Frees what UCX finished with, fails the connection on an op UCX failed, and retires the
+// completed ops at the front.
+void UcxConnection::settle() {
+  for (uint64_t d : {kSend, kRecv}) {
+    for (auto& r : ops_[d]) {
+      if (r->done && r->request) {
+        ucp_request_free(r->request);
+        r->request = nullptr;
+      }
+      if (r->done && r->status != UCS_OK && !failed_) {
+        if (gone_) {
+          fail(goneWhy_);
+        } else if (epErr_->failed) {
+          fail(remoteError(peerName() + " failed or closed its end: " +
+                           statusText(epErr_->status)));
+        } else {
+          fail(remoteError("ucx: " + std::string(d == kSend ? "send to " : "receive from ") +
+                           peerName() + " failed: " + statusText(r->status)));
+        }
+      }
+    }
+    while (!ops_[d].empty()) {
+      OpRec& f = *ops_[d].front();
+      if (!f.done || f.status != UCS_OK || f.request) break;
+      (d == kSend ? stats_.bytesSent : stats_.bytesRecv) += f.length;
+      ops_[d].pop_front();
+      ++base_[d];
+    }
+  }
+  for (OpRec* r : {ctrlSend_.get(), discard_.get()})
+    if (r && r->done && r->request) {
+      ucp_request_free(r->request);
+      r->request = nullptr;
+    }
+}
+
+void UcxConnection::handleControl() {
+  if (!ctrlRecv_ || !ctrlRecv_->done) return;
+  std::unique_ptr<OpRec> r = std::move(ctrlRecv_);
+  if (r->request) ucp_request_free(r->request);
+  if (r->status == UCS_ERR_CANCELED) return;
+  if (r->status != UCS_OK || r->length < kControlHeaderBytes)
+    return fail(remoteError(peerName() + " sent a malformed control message (" +
+                            statusText(r->status) + ", " + std::to_string(r->length) +
+                            " bytes)"));
+  uint32_t kind = 0, code = 0;
+  uint64_t count = 0;
+  std::memcpy(&kind, ctrlIn_.data(), 4);
+  std::memcpy(&code, ctrlIn_.data() + 4, 4);
+  std::memcpy(&count, ctrlIn_.data() + 8, 8);
+  const std::string text(reinterpret_cast<const char*>(ctrlIn_.data()) + kControlHeaderBytes,
+                         r->length - kControlHeaderBytes);
+  if (kind == static_cast<uint32_t>(ControlKind::kClose)) {
+    closedByPeer_ = true;
+    peerSent_ = count;
+    return;
+  }
+  if (kind != static_cast<uint32_t>(ControlKind::kAbort))
+    return fail(remoteError(peerName() + " sent an unknown control message (kind " +
+                            std::to_string(kind) + ")"));
+  // A usage error stays one on every rank; anything else is, from here, the peer's failure.
+  const Code mapped = code == static_cast<uint32_t>(Code::kInvalidUsage) ? Code::kInvalidUsage
+                                                                         : Code::kRemoteError;
+  fail(Status(mapped, peerName() + " aborted: " + text));
+}
+
+Status UcxConnection::progressLocked() {
+  if (failed_) {
+    if (closeAfterControl_) {
+      ucp_worker_progress(w_);
+      if (ctrlSend_->done || epErr_->failed) {
+        closeAfterControl_ = false;
+        closeEndpoint(false);  // a flush: what the ABORT handed UCX leaves first
+      }
+    }
+    return failure_;
+  }
+  for (int i = 0; i < 4 && ucp_worker_progress(w_) != 0; ++i) {
+  }
+  handleControl();
+  matchReceives();
+  settle();
+  if (failed_) return failure_;
+  // A failed endpoint: the peer is gone; what it delivered is still received.
+  if (epErr_->failed && !gone_ && !closedByPeer_) {
+    gone_ = true;
+    goneWhy_ = remoteError(peerName() + " failed or closed its end: " +
+                           statusText(epErr_->status));
+  }
+  if (closedByPeer_) {
+    // The peer's last peerSent_ messages are all there will be: once every receive they can
+    // complete has, a receive beyond them, or any send, never will.
+    bool deliverablePending = matched_ < std::min(peerSent_, posted_[kRecv]);
+    for (const auto& r : ops_[kRecv])
+      if (r->started && pending(*r)) deliverablePending = true;
+    bool sendPending = false;
+    for (const auto& r : ops_[kSend])
+      if (pending(*r)) sendPending = true;
+    if (!deliverablePending && (posted_[kRecv] > peerSent_ || sendPending))
+      fail(remoteError(peerName() + " closed the connection"));
+  }
+  if (gone_ && !failed_) {
+    bool anyPending = false;
+    for (const auto& d : ops_)
+      for (const auto& r : d)
+        if (pending(*r)) anyPending = true;
+    if (anyPending) {
+      // Take what already reached this worker, then fail what is still waiting.
+      int quiet = 0;
+      for (int i = 0; i < 100 * kDrainRounds && quiet < kDrainRounds; ++i)
+        quiet = ucp_worker_progress(w_) != 0 ? 0 : quiet + 1;
+      handleControl();
+      matchReceives();
+      settle();
+      anyPending = false;
+      for (const auto& d : ops_)
+        for (const auto& r : d)
+          if (pending(*r)) anyPending = true;
+      if (anyPending && !failed_) fail(goneWhy_);
+    }
+  }
+  return failed_ ? failure_ : Status();
+}
+
+Status UcxConnection::progress() {
+  std::lock_guard<std::mutex> lock(worker_->mutex());
+  return progressLocked();
+}
+
+Status UcxConnection::test(Op& op, bool* done) {
+  std::lock_guard<std::mutex> lock(worker_->mutex());
+  progressLocked().ignore();
+  return checkLocked(op, done);
+}
+
+Status UcxConnection::check(Op& op, bool* done) {
+  std::lock_guard<std::mutex> lock(worker_->mutex());
+  return checkLocked(op, done);
+}
+
+Status UcxConnection::checkLocked(const Op& op, bool* done) {
+  *done = false;
+  const uint64_t dir = op.id & 1;
+  const uint64_t seq = (op.id >> 1) - 1;
+  if (op.id < 2 || seq >= posted_[dir])
+    return invalidUsage("op " + std::to_string(op.id) +
+                        " was not posted on the connection to rank " + std::to_string(peer_));
+  if (seq < base_[dir]) {
+    *done = true;
+    return Status();
+  }
+  const OpRec& r = *ops_[dir][seq - base_[dir]];
+  if (r.done && r.status == UCS_OK) {
+    *done = true;
+    return Status();
+  }
+  if (failed_) {
+    *done = true;
+    return failure_;
+  }
+  return Status();
+}
+
+// Whether progress() has something to do without the worker: a control message, a waiting
+// message for a posted receive, a finished request, a failure to act on.
+bool UcxConnection::readyLocked() const {
+  if (ctrlRecv_ && ctrlRecv_->done) return true;
+  if (epErr_->failed && !gone_ && !closedByPeer_) return true;
+  if (gone_ || closedByPeer_) return true;
+  for (const auto& d : ops_)
+    for (const auto& r : d)
+      if (r->done) return true;
+  if (matched_ < posted_[kRecv]) {
+    ucp_tag_recv_info_t info{};
+    if (ucp_tag_probe_nb(w_, dataTag(comm_, peer_, 0), kMatchMask, 0, &info)) return true;
+  }
+  return false;
+}
+
+void UcxConnection::pollInfo(int* fd, short* events) const {
+  *fd = -1;
+  *events = 0;
+  std::lock_guard<std::mutex> lock(worker_->mutex());
+  // With nothing to do now, arm the worker: its fd then wakes a poll() on the next event. Any
+  // work found on the way means "do not sleep" (fd -1, and prepareWait() says so too).
+  if (failed_ || readyLocked()) return;
+  if (ucp_worker_progress(w_) != 0 || readyLocked()) return;
+  if (ucp_worker_arm(w_) != UCS_OK) return;  // UCS_ERR_BUSY: events arrived meanwhile
+  *fd = worker_->eventFd();
+  *events = POLLIN;
+}
+
+ConnStats UcxConnection::stats() const {
+  std::lock_guard<std::mutex> lock(worker_->mutex());
+  return stats_;
+}
+
+void UcxConnection::fail(Status why) {
+  if (failed_) return;
+  size_t outstanding = 0;
+  for (const auto& d : ops_)
+    for (const auto& r : d)
+      if (pending(*r)) ++outstanding;
+  if (outstanding > 0) {
+    CHORUS_LOG(INFO, NET) << "ucx: connection from rank " << myRank_ << " to " << peerName()
+                          << " (error mode " << (peerErrMode_ ? "peer" : "none")
+                          << ") failed with " << outstanding
+                          << " ops outstanding: " << why.toString();
+  }
+  failed_ = true;
+  failure_ = std::move(why);
+  // Closing the endpoint by force completes every request on it (UCS_ERR_CANCELED), so the
+  // callers' buffers are free once their ops report the failure. Receives never handed to UCX
+  // hold nothing. An ABORT that has not left yet (a UCX endpoint is wired up on first use, with
+  // the peer's help) keeps the endpoint open while no caller's buffer is in UCX's hands: later
+  // progress() calls let it out, then close the endpoint.
+  bool inUcx = false;
+  for (const auto& d : ops_)
+    for (const auto& r : d)
+      if (r->request && !r->done) inUcx = true;
+  if (!inUcx && ep_ && ctrlSend_ && !ctrlSend_->done && !epErr_->failed) {
+    closeAfterControl_ = true;
+  } else {
+    closeEndpoint(true);
+  }
+  if (ctrlRecv_ && ctrlRecv_->request && !ctrlRecv_->done)
+    ucp_request_cancel(w_, ctrlRecv_->request);
+  drainRequests(kCancelBudgetMs);
+}
+
+Status UcxConnection::cancel(const Status& why) {
+  std::lock_guard<std::mutex> lock(worker_->mutex());
+  if (failed_) return Status();
+  Status reason = why.ok() ? internalError("connection cancelled without a reason") : why;
+  sendControl(ControlKind::kAbort, static_cast<uint32_t>(reason.code()), 0, reason.message(),
+              kCancelBudgetMs);
+  CHORUS_LOG(INFO, NET) << "ucx: rank " << myRank_ << " aborting its connection to "
+                        << peerName() << ": " << reason.toString();
+  fail(reason);
+  return Status();
+}
+
+void UcxConnection::peerGone(const Status& why) {
+  std::lock_guard<std::mutex> lock(worker_->mutex());
+  if (failed_ || gone_) return;
+  gone_ = true;
+  goneWhy_ = why;
+  progressLocked().ignore();
+}
+
+void UcxConnection::sendControl(ControlKind kind, uint32_t code, uint64_t count,
+                                const std::string& text, int budgetMs) {
+  if (!ep_ || ctrlSend_) return;  // one control message per connection, at most
+  const size_t n = std::min(text.size(), kControlBytes - kControlHeaderBytes);
+  ctrlOut_.assign(kControlHeaderBytes + n, 0);
+  const uint32_t k = static_cast<uint32_t>(kind);
+  std::memcpy(ctrlOut_.data(), &k, 4);
+  std::memcpy(ctrlOut_.data() + 4, &code, 4);
+  std::memcpy(ctrlOut_.data() + 8, &count, 8);
+  std::memcpy(ctrlOut_.data() + kControlHeaderBytes, text.data(), n);
+  ctrlSend_ = std::make_unique<OpRec>();
+  ucp_request_param_t p = sendParam(ctrlSend_.get());
+  start(*ctrlSend_, ucp_tag_send_nbx(ep_, ctrlOut_.data(), ctrlOut_.size(),
+                                     controlTag(comm_, myRank_), &p));
+  const auto deadline = Clock::now() + std::chrono::milliseconds(budgetMs);
+  while (!ctrlSend_->done && !epErr_->failed && Clock::now() < deadline) ucp_worker_progress(w_);
+  if (ctrlSend_->done && ctrlSend_->request) {
+    ucp_request_free(ctrlSend_->request);
+    ctrlSend_->request = nullptr;
+  }
+}
+
+void UcxConnection::closeEndpoint(bool force) {
+  if (!ep_) return;
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  p.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+  ucs_status_ptr_t req = ucp_ep_close_nbx(ep_, &p);
+  ep_ = nullptr;
+  countEndpoint(-1);
+  if (!UCS_PTR_IS_PTR(req)) return;
+  const auto deadline =
+      Clock::now() + std::chrono::milliseconds(force ? kCancelBudgetMs : kCloseBudgetMs);
+  while (ucp_request_check_status(req) == UCS_INPROGRESS && !epErr_->failed &&
+         Clock::now() < deadline)
+    ucp_worker_progress(w_);
+  if (ucp_request_check_status(req) == UCS_INPROGRESS) {
+    closeUnfinished_ = true;
+    CHORUS_LOG(WARN, NET) << "ucx: rank " << myRank_ << ": closing the endpoint to "
+                          << peerName() << " did not finish in time; left to UCX";
+  }
+  ucp_request_free(req);
+}
+
+bool UcxConnection::drainRequests(int budgetMs) {
+  auto busy = [&] {
+    for (const auto& d : ops_)
+      for (const auto& r : d)
+        if (r->request && !r->done) return true;
+    for (const OpRec* r : {ctrlRecv_.get(), ctrlSend_.get(), discard_.get()})
+      if (r && r->request && !r->done) return true;
+    return false;
+  };
+  const auto deadline = Clock::now() + std::chrono::milliseconds(budgetMs);
+  while (busy() && Clock::now() < deadline) ucp_worker_progress(w_);
+  auto release = [&](OpRec* r) {
+    if (r && r->request && r->done) {
+      ucp_request_free(r->request);
+      r->request = nullptr;
+    }
+  };
+  for (const auto& d : ops_)
+    for (const auto& r : d) release(r.get());
+  for (OpRec* r : {ctrlRecv_.get(), ctrlSend_.get(), discard_.get()}) release(r);
+  return !busy();
+}
+
+}  // namespace chorus::ucx

@@ -1,0 +1,140 @@
+// One UCX connection: this rank's endpoint to a peer's worker, on this communicator's worker.
+// Internal to transports/ucx/.
+//
+// Sends are ucp_tag_send_nbx on the endpoint. Receives are matched in two steps, so that a
+// mismatch is caught before any byte lands: a posted receive waits until ucp_tag_probe_nb finds
+// the peer's next message (matching communicator, sender and data bit, see ucx_worker.h); its
+// length and message-tag bits are compared with the receive's, and only when both agree is it
+// received (ucp_tag_msg_recv_nbx) into the receive's buffer. Small messages therefore arrive
+// through UCX's unexpected queue (one copy); large ones by rendezvous, straight into place.
+//
+// Control messages (tag bit 63) carry what a TCP stream says by its frames and its end:
+//   ABORT (code, reason)   cancel(), or a mismatch seen here: the peer fails everything with
+//                          the code (kInvalidUsage stays, everything else is kRemoteError)
+//   CLOSE (messages sent)  the destructor: the peer still receives that many messages, then
+//                          fails what waits beyond them
+// Each connection keeps one receive posted for its peer's control message.
+//
+// Peer failure. Endpoints to other hosts use UCX's PEER error mode: a broken link fails the
+// endpoint, and this connection with it. PEER mode makes UCX drop its shared-memory lanes, so
+// same-host endpoints use mode NONE when shared memory may carry them (CHORUS_UCX_ERR_MODE
+// overrides), and rely on the communicator's liveness check (peerGone()). Either way, what the
+// peer delivered before it went is still received; every other op fails.
+//
+// Once failed, the connection stays failed with one Status; its endpoint is closed by force,
+// which completes every outstanding UCX request, so callers may free their buffers.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transports/transport.h"
+#include "transports/ucx/ucx_worker.h"
+
+namespace chorus::ucx {
+
+struct EndpointError;
+
+class UcxConnection final : public Connection {
+ public:
+  /// `peerErrMode`: the endpoint uses UCP_ERR_HANDLING_MODE_PEER.
+  static StatusOr<std::unique_ptr<UcxConnection>> create(std::shared_ptr<Worker> worker,
+                                                         uint64_t commId, int myRank, int peer,
+                                                         const std::vector<uint8_t>& address,
+                                                         bool peerErrMode);
+  ~UcxConnection() override;
+
+  int peer() const override { return peer_; }
+  StatusOr<Op> postSend(const void* src, size_t bytes, Tag tag) override;
+  StatusOr<Op> postRecv(void* dst, size_t bytes, Tag tag) override;
+  Status test(Op& op, bool* done) override;
+  Status progress() override;
+  Status check(Op& op, bool* done) override;
+  Status cancel(const Status& why) override;
+  void peerGone(const Status& why) override;
+  void pollInfo(int* fd, short* events) const override;
+  ConnStats stats() const override;
+
+  // One send or receive, owned by the connection until UCX is done with it (its address is the
+  // user_data of the request's callback).
+  struct OpRec {
+    void* request = nullptr;  // UCX's, until freed
+    bool started = false;     // a receive: matched to a message and handed to UCX
+    bool done = false;        // UCX finished it (status says how)
+    ucs_status_t status = UCS_OK;
+    size_t length = 0;
+    void* data = nullptr;
+    size_t bytes = 0;
+    Tag tag = 0;
+  };
+
+ private:
+  enum Direction : uint64_t { kSend = 0, kRecv = 1 };
+  enum class ControlKind : uint32_t { kAbort = 1, kClose = 2 };
+
+  UcxConnection(std::shared_ptr<Worker> worker, uint64_t commId, int myRank, int peer,
+                bool peerErrMode);
+
+  // All of these run with the worker's mutex held.
+  Status progressLocked();
+  Status checkLocked(const Op& op, bool* done);
+  void start(OpRec& r, ucs_status_ptr_t p);
+  void matchReceives();
+  void settle();
+  void handleControl();
+  bool readyLocked() const;
+  void fail(Status why);
+  // Sends a control message and progresses, within `budgetMs`, until it has left.
+  void sendControl(ControlKind kind, uint32_t code, uint64_t count, const std::string& text,
+                   int budgetMs);
+  void closeEndpoint(bool force);
+  // Progresses the worker until nothing in `recs` waits for UCX any more, or `budgetMs` pass.
+  bool drainRequests(int budgetMs);
+  void postControlReceive();
+  std::string peerName() const;
+
+  static Op makeOp(Direction d, uint64_t seq) { return Op{((seq + 1) << 1) | d}; }
+
+  std::shared_ptr<Worker> worker_;
+  ucp_worker_h w_;
+  ucp_ep_h ep_ = nullptr;
+  const uint64_t comm_;
+  const int myRank_;
+  const int peer_;
+  const bool peerErrMode_;
+
+  // Ops per direction, by sequence number: ops_[d][i] is op base_[d] + i. Completed ops leave
+  // from the front.
+  std::deque<std::unique_ptr<OpRec>> ops_[2];
+  uint64_t base_[2] = {0, 0};
+  uint64_t posted_[2] = {0, 0};
+  uint64_t matched_ = 0;  // receives given a message (started)
+
+  // The peer's control message, received into ctrlIn_.
+  std::unique_ptr<OpRec> ctrlRecv_;
+  std::vector<uint8_t> ctrlIn_;
+  std::unique_ptr<OpRec> ctrlSend_;
+  std::vector<uint8_t> ctrlOut_;
+
+  // A mismatched message, received into scratch memory to release UCX's hold on it.
+  std::unique_ptr<OpRec> discard_;
+  std::vector<uint8_t> discardBuf_;
+
+  std::unique_ptr<EndpointError> epErr_;  // UCX failed the endpoint (PEER mode)
+  bool closeUnfinished_ = false;
+  bool closeAfterControl_ = false;  // failed; the endpoint closes once the ABORT has left
+  bool closedByPeer_ = false;  // CLOSE received: peerSent_ messages are all there will be
+  uint64_t peerSent_ = 0;
+  bool gone_ = false;  // peerGone() or a failed endpoint: deliver what arrived, fail the rest
+  Status goneWhy_;
+  bool failed_ = false;
+  Status failure_;
+  ConnStats stats_;
+
+  static void onEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status);
+};
+
+}  // namespace chorus::ucx
