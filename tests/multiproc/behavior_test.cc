@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "chorus/chorus.hpp"
+#include "tests/multiproc/failure_scenarios.h"
 #include "tests/multiproc/harness.h"
 #include "tests/multiproc/values.h"
 
@@ -406,43 +407,10 @@ TEST(Failure, KilledRankFailsEveryOtherRankWithin5Seconds) {
       {"tcp", size_t{8} << 20, {{"CHORUS_TRANSPORT", "tcp"}}},
   };
   for (const KillCase& kc : cases)
-  for (int n : {3, 4}) {
-    SCOPED_TRACE(std::string(kc.what) + ", " + std::to_string(n) + " ranks");
-    auto* killedAt = static_cast<double*>(sharedScratch(sizeof(double)));
-    const size_t count = kc.count;
-    auto out = runRanks(n, [killedAt, count](chorusComm_t comm, int rank, int) -> std::string {
-      std::vector<float> a(count, 1.f), b(count);
-      const int victim = 1;
-      for (int iter = 0; iter < 1000000; ++iter) {
-        if (rank == victim && iter == (count > 1000 ? 2 : 20000)) {
-          chorusRequest_t req = nullptr;
-          RANK_OK(chorusIAllReduce(a.data(), b.data(), count, chorusFloat32, chorusSum, comm,
-                                   nullptr, &req));
-          if (count > 1000) ::usleep(30000);  // inside the collective
-          *killedAt = monotonicSeconds();
-          ::raise(SIGKILL);
-        }
-        chorusResult_t r = chorusAllReduce(a.data(), b.data(), count, chorusFloat32, chorusSum,
-                                           comm, nullptr);
-        if (r == chorusSuccess) continue;
-        double after = monotonicSeconds() - *killedAt;
-        RANK_CHECK(r == chorusRemoteError, std::string("expected chorusRemoteError, got ") +
-                                               chorusGetErrorString(r) + ": " + chorusGetLastError(comm));
-        RANK_CHECK(*killedAt > 0 && after < 5.0,
-                   "failure reported " + std::to_string(after) + " s after the kill");
-        return "";
-      }
-      return "rank " + std::to_string(rank) + ": never noticed the dead rank";
-    }, {.deadlineSeconds = 60, .env = kc.env});
-    for (const RankOutcome& o : out) {
-      EXPECT_TRUE(o.leftovers.empty()) << summarize({o});
-      if (o.rank == 1) {
-        EXPECT_EQ(o.signal, SIGKILL);
-      } else {
-        EXPECT_TRUE(o.exited && o.exitCode == 0) << summarize({o});
-      }
+    for (int n : {3, 4}) {
+      SCOPED_TRACE(std::string(kc.what) + ", " + std::to_string(n) + " ranks");
+      EXPECT_EQ(killedRankScenario(n, kc.count, 20000, kc.env, 60), "");
     }
-  }
 }
 
 // A stopped rank (SIGSTOP) is not dead: its sockets stay open and the kernel still answers for
@@ -575,19 +543,7 @@ TEST_P(LeftPeer, SentEverythingThenLeftFailsNoOne) {
 }
 
 TEST_P(LeftPeer, LeavingBeforeSendingFailsTheReceiverNamingTheRank) {
-  auto out = runRanks(2, [](chorusComm_t comm, int rank, int) -> std::string {
-    if (rank == 1) ::_exit(0);  // without the send rank 0 waits for
-    float x = 0;
-    const double t0 = monotonicSeconds();
-    chorusResult_t r = chorusRecv(&x, 1, chorusFloat32, 1, comm, nullptr);
-    RANK_CHECK(r == chorusRemoteError, std::string("expected chorusRemoteError, got ") +
-                                           chorusGetErrorString(r));
-    const std::string why = chorusGetLastError(comm);
-    RANK_CHECK(why.find("rank 1") != std::string::npos, "error does not name rank 1: " + why);
-    RANK_CHECK(monotonicSeconds() - t0 < 5.0, "took more than 5 s to notice");
-    return "";
-  }, {.deadlineSeconds = 60, .env = {{"CHORUS_TRANSPORT", GetParam()}}});
-  EXPECT_EQ(summarize(out), "");
+  EXPECT_EQ(leftBeforeSendingScenario({{"CHORUS_TRANSPORT", GetParam()}}), "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, LeftPeer, ::testing::Values("shm", "tcp"),
@@ -612,40 +568,7 @@ TEST(Teardown, RankServingTheStoreMayExitRightAfterInit) {
 }
 
 TEST(Failure, AbortFromAnotherThreadUnblocksACall) {
-  auto out = runRanks(2, [](chorusComm_t comm, int rank, int) -> std::string {
-    chorusComm_t sub = nullptr;
-    RANK_OK(chorusCommSplit(comm, 0, rank, &sub));
-    float x = 1, y = 0;
-    if (rank == 1) {
-      ::usleep(1500000);  // late: rank 0 aborts before this call
-      chorusResult_t r = chorusAllReduce(&x, &y, 1, chorusFloat32, chorusSum, sub, nullptr);
-      RANK_CHECK(r == chorusRemoteError, std::string("the peer of an aborted communicator must "
-                                                     "fail, got ") + chorusGetErrorString(r));
-      RANK_OK(chorusCommDestroy(sub));
-      int64_t v = 1, sum = 0;
-      RANK_OK(chorusAllReduce(&v, &sum, 1, chorusInt64, chorusSum, comm, nullptr));
-      RANK_CHECK(sum == 2, "parent allreduce after the child was aborted");
-      return "";
-    }
-    std::atomic<double> abortedAt{0};
-    std::thread killer([&] {
-      ::usleep(200000);
-      abortedAt = monotonicSeconds();
-      chorusCommAbort(sub);
-    });
-    chorusResult_t r = chorusAllReduce(&x, &y, 1, chorusFloat32, chorusSum, sub, nullptr);
-    double after = monotonicSeconds() - abortedAt.load();
-    killer.join();
-    RANK_CHECK(r == chorusRemoteError, std::string("expected chorusRemoteError, got ") +
-                                           chorusGetErrorString(r));
-    RANK_CHECK(after < 1.0, "the call returned " + std::to_string(after) + " s after the abort");
-    // The parent communicator is untouched.
-    int64_t v = 1, sum = 0;
-    RANK_OK(chorusAllReduce(&v, &sum, 1, chorusInt64, chorusSum, comm, nullptr));
-    RANK_CHECK(sum == 2, "parent allreduce after aborting the child");
-    return "";
-  }, {.deadlineSeconds = 30});
-  EXPECT_EQ(summarize(out), "");
+  EXPECT_EQ(abortFromAnotherThreadScenario({}), "");
 }
 
 TEST(Failure, TimeoutIsBoundedAndNamesThePeer) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "chorus/chorus.h"
+#include "tests/multiproc/failure_scenarios.h"
 #include "tests/multiproc/harness.h"
 
 namespace chorus::test {
@@ -61,77 +62,13 @@ TEST_P(UcxFailure, KilledRankFailsEveryOtherRankWithin5Seconds) {
     for (int n : {3, 4}) {
       if (count > 4 && !GetParam().killMidRendezvous) continue;
       SCOPED_TRACE(std::to_string(count) + " floats, " + std::to_string(n) + " ranks");
-      auto* killedAt = static_cast<double*>(sharedScratch(sizeof(double)));
-      auto out = runRanks(n, [killedAt, count](chorusComm_t comm, int rank, int) -> std::string {
-        std::vector<float> a(count, 1.f), b(count);
-        const int victim = 1;
-        for (int iter = 0; iter < 1000000; ++iter) {
-          if (rank == victim && iter == (count > 1000 ? 2 : 2000)) {
-            chorusRequest_t req = nullptr;
-            RANK_OK(chorusIAllReduce(a.data(), b.data(), count, chorusFloat32, chorusSum, comm,
-                                     nullptr, &req));
-            if (count > 1000) ::usleep(30000);  // inside the collective
-            *killedAt = monotonicSeconds();
-            ::raise(SIGKILL);
-          }
-          chorusResult_t r = chorusAllReduce(a.data(), b.data(), count, chorusFloat32,
-                                             chorusSum, comm, nullptr);
-          if (r == chorusSuccess) continue;
-          const double after = monotonicSeconds() - *killedAt;
-          RANK_CHECK(r == chorusRemoteError, std::string("expected chorusRemoteError, got ") +
-                                                 chorusGetErrorString(r) + ": " +
-                                                 chorusGetLastError(comm));
-          RANK_CHECK(*killedAt > 0 && after < 5.0,
-                     "failure reported " + std::to_string(after) + " s after the kill");
-          return "";
-        }
-        return "never noticed the dead rank";
-      }, {.deadlineSeconds = 90, .env = GetParam().env});
-      for (const RankOutcome& o : out) {
-        if (o.rank == 1) {
-          EXPECT_EQ(o.signal, SIGKILL) << summarize({o});
-        } else {
-          EXPECT_TRUE(o.exited && o.exitCode == 0) << summarize({o});
-        }
-      }
+      EXPECT_EQ(killedRankScenario(n, count, 2000, GetParam().env, 90), "");
     }
 }
 
 TEST_P(UcxFailure, AbortFromAnotherThreadUnblocksACall) {
   SKIP_WITHOUT_UCX();
-  auto out = runRanks(2, [](chorusComm_t comm, int rank, int) -> std::string {
-    chorusComm_t sub = nullptr;
-    RANK_OK(chorusCommSplit(comm, 0, rank, &sub));
-    float x = 1, y = 0;
-    if (rank == 1) {
-      ::usleep(1500000);  // late: rank 0 aborts before this call
-      chorusResult_t r = chorusAllReduce(&x, &y, 1, chorusFloat32, chorusSum, sub, nullptr);
-      RANK_CHECK(r == chorusRemoteError, std::string("the peer of an aborted communicator must "
-                                                     "fail, got ") + chorusGetErrorString(r));
-      RANK_OK(chorusCommDestroy(sub));
-      int64_t v = 1, sum = 0;
-      RANK_OK(chorusAllReduce(&v, &sum, 1, chorusInt64, chorusSum, comm, nullptr));
-      RANK_CHECK(sum == 2, "parent allreduce after the child was aborted");
-      return "";
-    }
-    std::atomic<double> abortedAt{0};
-    std::thread aborter([&] {
-      ::usleep(200000);
-      abortedAt = monotonicSeconds();
-      chorusCommAbort(sub);
-    });
-    chorusResult_t r = chorusAllReduce(&x, &y, 1, chorusFloat32, chorusSum, sub, nullptr);
-    const double after = monotonicSeconds() - abortedAt.load();
-    aborter.join();
-    RANK_CHECK(r == chorusRemoteError, std::string("expected chorusRemoteError, got ") +
-                                           chorusGetErrorString(r));
-    RANK_CHECK(after < 1.0, "the call returned " + std::to_string(after) + " s after the abort");
-    int64_t v = 1, sum = 0;
-    RANK_OK(chorusAllReduce(&v, &sum, 1, chorusInt64, chorusSum, comm, nullptr));
-    RANK_CHECK(sum == 2, "parent allreduce after aborting the child");
-    return "";
-  }, {.deadlineSeconds = 60, .env = GetParam().env});
-  EXPECT_EQ(summarize(out), "");
+  EXPECT_EQ(abortFromAnotherThreadScenario(GetParam().env), "");
 }
 
 // A rank that sent its message and exited (after destroying its communicator, or not) has
@@ -157,19 +94,7 @@ TEST_P(UcxFailure, LeftPeerFailsOnlyTheRanksItOwedAMessage) {
     }, {.deadlineSeconds = 60, .env = GetParam().env});
     EXPECT_EQ(summarize(out), "");
   }
-  auto out = runRanks(2, [](chorusComm_t comm, int rank, int) -> std::string {
-    if (rank == 1) ::_exit(0);  // without the send rank 0 waits for
-    float x = 0;
-    const double t0 = monotonicSeconds();
-    chorusResult_t r = chorusRecv(&x, 1, chorusFloat32, 1, comm, nullptr);
-    RANK_CHECK(r == chorusRemoteError, std::string("expected chorusRemoteError, got ") +
-                                           chorusGetErrorString(r));
-    const std::string why = chorusGetLastError(comm);
-    RANK_CHECK(why.find("rank 1") != std::string::npos, "error does not name rank 1: " + why);
-    RANK_CHECK(monotonicSeconds() - t0 < 5.0, "took more than 5 s to notice");
-    return "";
-  }, {.deadlineSeconds = 60, .env = GetParam().env});
-  EXPECT_EQ(summarize(out), "");
+  EXPECT_EQ(leftBeforeSendingScenario(GetParam().env), "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Ucx, UcxFailure, ::testing::ValuesIn(kSetups),
