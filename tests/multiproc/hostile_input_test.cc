@@ -178,27 +178,6 @@ std::vector<uint8_t> tcpHello(uint64_t commId, int from, int to) {
   return b;
 }
 
-// "tcp: rank R listening on ADDR" from the ranks' logs.
-std::map<int, std::string> listeningPorts(const std::string& dir) {
-  std::map<int, std::string> out;
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return out;
-  while (dirent* e = ::readdir(d)) {
-    if (std::strncmp(e->d_name, "log.", 4) != 0) continue;
-    std::ifstream in(dir + "/" + e->d_name);
-    std::string line;
-    const std::string key = "tcp: rank ";
-    while (std::getline(in, line)) {
-      size_t at = line.find(key);
-      size_t on = line.find(" listening on ");
-      if (at == std::string::npos || on == std::string::npos) continue;
-      out[std::atoi(line.c_str() + at + key.size())] = line.substr(on + 14);
-    }
-  }
-  ::closedir(d);
-  return out;
-}
-
 std::string allLogs(const std::string& dir) {
   std::string all;
   DIR* d = ::opendir(dir.c_str());
@@ -212,6 +191,21 @@ std::string allLogs(const std::string& dir) {
   }
   ::closedir(d);
   return all;
+}
+
+// "tcp: rank R listening on ADDR" from the ranks' logs.
+std::map<int, std::string> listeningPorts(const std::string& dir) {
+  std::map<int, std::string> out;
+  std::istringstream in(allLogs(dir));
+  std::string line;
+  const std::string key = "tcp: rank ";
+  while (std::getline(in, line)) {
+    size_t at = line.find(key);
+    size_t on = line.find(" listening on ");
+    if (at == std::string::npos || on == std::string::npos) continue;
+    out[std::atoi(line.c_str() + at + key.size())] = line.substr(on + 14);
+  }
+  return out;
 }
 
 std::string attacker(Shared* sh, const std::string& dir, const std::string& storeAddr) {

@@ -43,25 +43,22 @@ void onRecv(void* /*request*/, ucs_status_t status, const ucp_tag_recv_info_t* i
   if (info && status == UCS_OK) r->length = info->length;
 }
 
-ucp_request_param_t sendParam(OpRec* r) {
+// Contiguous bytes, completion reported to `r` by the send or the receive callback.
+ucp_request_param_t requestParam(OpRec* r, bool send) {
   ucp_request_param_t p{};
   p.op_attr_mask =
       UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE;
-  p.cb.send = &onSend;
+  if (send) {
+    p.cb.send = &onSend;
+  } else {
+    p.cb.recv = &onRecv;
+  }
   p.user_data = r;
   p.datatype = ucp_dt_make_contig(1);
   return p;
 }
-
-ucp_request_param_t recvParam(OpRec* r) {
-  ucp_request_param_t p{};
-  p.op_attr_mask =
-      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE;
-  p.cb.recv = &onRecv;
-  p.user_data = r;
-  p.datatype = ucp_dt_make_contig(1);
-  return p;
-}
+ucp_request_param_t sendParam(OpRec* r) { return requestParam(r, true); }
+ucp_request_param_t recvParam(OpRec* r) { return requestParam(r, false); }
 
 bool pending(const OpRec& r) { return !r.done; }
 
