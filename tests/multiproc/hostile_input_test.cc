@@ -271,16 +271,20 @@ std::string attacker(Shared* sh, const std::string& dir, const std::string& stor
   ATTACK("store: 1 MiB of an authenticated 1 GiB frame", storeAddr, slow, "");
 
 
-  // The store answers from its own thread, at once.
+  // The store answers from its own thread, at once. Each attack with an expectation is read
+  // until its connection closes and checked once (its expectation is then cleared).
   std::string failures;
-  for (Attack& a : attacks) {
-    if (a.expect.empty()) continue;
-    std::string got = readUntilClosed(a.fd, kStepSeconds);
-    const bool closed = got == "eof" || got.rfind("bytes:", 0) == 0;
-    if (a.expect == "closes" ? !closed : got != a.expect)
-      failures += a.what + ": expected " + a.expect + ", got " + got + "\n";
-    a.expect.clear();
-  }
+  auto checkAnswers = [&] {
+    for (Attack& a : attacks) {
+      if (a.expect.empty()) continue;
+      std::string got = readUntilClosed(a.fd, kStepSeconds);
+      const bool closed = got == "eof" || got.rfind("bytes:", 0) == 0;
+      if (a.expect == "closes" ? !closed : got != a.expect)
+        failures += a.what + ": expected " + a.expect + ", got " + got + "\n";
+      a.expect.clear();
+    }
+  };
+  checkAnswers();
   // A well-behaved client still gets served. Its answer also orders the measurement: the store's
   // one thread reads every readable client in each round, so by the time it answers this
   // request (sent after every attacking byte above) it has read the slow frame's header.
@@ -319,13 +323,7 @@ std::string attacker(Shared* sh, const std::string& dir, const std::string& stor
   sh->attackSent.store(1);
 
   // The listeners answer while the job connects.
-  for (Attack& a : attacks) {
-    if (a.expect.empty()) continue;
-    std::string got = readUntilClosed(a.fd, kStepSeconds);
-    const bool closed = got == "eof" || got.rfind("bytes:", 0) == 0;
-    if (a.expect == "closes" ? !closed : got != a.expect)
-      failures += a.what + ": expected " + a.expect + ", got " + got + "\n";
-  }
+  checkAnswers();
   if (!waitFor([&] { return sh->ranksDone.load() == kRanks; }, kStepSeconds))
     return failures + "the ranks did not finish their all-reduces";
   // Every refusal is logged with its reason (written before the ranks went on).
