@@ -191,6 +191,14 @@ bool Group::connected() const {
   return !t.empty();
 }
 
+void Group::closeAll() {
+  std::vector<std::thread> ranks;
+  for (auto& mine : c)
+    if (!mine.empty()) ranks.emplace_back([&mine] { mine.clear(); });
+  for (auto& th : ranks) th.join();
+  c.clear();
+}
+
 void ConformanceTest::SetUp() {
   // Loopback only, unless the run says otherwise.
   ::setenv("CHORUS_SOCKET_IFNAME", "lo", 0);

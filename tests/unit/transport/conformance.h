@@ -118,12 +118,27 @@ std::string kindName(const ::testing::TestParamInfo<Kind>& info);
 
 // n ranks of one communicator in this process: transports, endpoints, and the connection of
 // every rank to every other (c[r][p], null for r == p or before connectAll()).
+// Its connections close the way ranks' would: every rank's at once, on a thread per rank (a
+// transport's close may wait, bounded, for its peer to progress, which a peer closing in turn
+// after it would not do).
 struct Group {
   std::vector<std::shared_ptr<Transport>> t;
   std::vector<EndpointBlob> blob;
   std::vector<std::vector<ConnPtr>> c;
   int size() const { return static_cast<int>(t.size()); }
   bool connected() const;
+  void closeAll();
+
+  Group() = default;
+  Group(Group&&) = default;
+  Group& operator=(Group&& o) {
+    closeAll();
+    t = std::move(o.t);
+    blob = std::move(o.blob);
+    c = std::move(o.c);
+    return *this;
+  }
+  ~Group() { closeAll(); }
 };
 
 class ConformanceTest : public ::testing::TestWithParam<Kind> {
