@@ -26,6 +26,7 @@ constexpr EnvVar kVars[] = {
     {"CHORUS_SHM_STAGING_ROUND", "256K", "two-shot area of the host staging segment, per rank and half: all-reduces above CHORUS_SHM_STAGING run two-shot through it in rounds of this many bytes; 0: over cross-memory attach instead"},
     {"CHORUS_SOCKET_IFNAME", "", "network interfaces for TCP: prefixes, comma-separated; ^ excludes, = exact (default: the interface that reaches the root, else the first non-loopback)"},
     {"CHORUS_SOCKET_FAMILY", "", "AF_INET or AF_INET6 to force the address family of TCP sockets"},
+    {"CHORUS_UCX_ONESIDED", "auto", "whether UCX connections offer one-sided reads (ucp_get through ucp_mem_map/ucp_rkey_pack handles) to the direct algorithms: auto (only with an RDMA-class device, where reads need nothing of the peer), on (also elsewhere: UCX then emulates the reads with messages the peer's progress serves), off"},
     {"CHORUS_UCX_ERR_MODE", "auto", "UCX endpoints' error handling: peer (a broken link fails the connection; UCX then uses no shared memory), none (shared memory allowed; a dead peer is found by chorus's liveness check), auto: peer for other hosts and for same-host peers when UCX_TLS allows no shared memory, none otherwise"},
     {"CHORUS_CONNECT", "eager", "eager: connect every pair of ranks when the communicator is created (a failure anywhere reaches every rank directly); lazy: connect a pair at its first message (fewer sockets for large jobs)"},
     // Collectives

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "src/base/config.h"
 #include "src/base/logging.h"
 
 namespace chorus::ucx {
@@ -26,6 +27,12 @@ constexpr int kDrainRounds = 64;
 // A mismatched message up to this size is received into scratch memory (to release UCX's hold
 // on it); a larger one stays with the worker until it is destroyed.
 constexpr size_t kDiscardMaxBytes = 64 << 10;
+
+// Exposed ranges kept mapped, and peers' keys kept unpacked, per connection (see the header).
+constexpr size_t kKeptMappings = 8;
+constexpr size_t kKeptKeys = 8;
+// A MemHandle: the range's address and length, then the packed remote key.
+constexpr size_t kHandleHeaderBytes = 16;
 
 // UCX wants a valid address even for zero bytes.
 uint8_t gEmpty = 0;
@@ -78,20 +85,23 @@ void UcxConnection::onEndpointError(void* arg, ucp_ep_h /*ep*/, ucs_status_t sta
 }
 
 UcxConnection::UcxConnection(std::shared_ptr<Worker> worker, uint64_t commId, int myRank,
-                             int peer, bool peerErrMode)
+                             int peer, bool peerErrMode, bool readable, double readSeconds)
     : worker_(std::move(worker)),
       w_(worker_->handle()),
       comm_(commBits(commId)),
       myRank_(myRank),
       peer_(peer),
       peerErrMode_(peerErrMode),
+      readable_(readable),
+      readSeconds_(readSeconds),
       epErr_(new EndpointError()) {}
 
 StatusOr<std::unique_ptr<UcxConnection>> UcxConnection::create(
     std::shared_ptr<Worker> worker, uint64_t commId, int myRank, int peer,
-    const std::vector<uint8_t>& address, bool peerErrMode) {
-  std::unique_ptr<UcxConnection> c(
-      new UcxConnection(std::move(worker), commId, myRank, peer, peerErrMode));
+    const std::vector<uint8_t>& address, bool peerErrMode, bool readable) {
+  CHORUS_ASSIGN_OR_RETURN(const double readSeconds, config::getDouble("CHORUS_TIMEOUT"));
+  std::unique_ptr<UcxConnection> c(new UcxConnection(std::move(worker), commId, myRank, peer,
+                                                     peerErrMode, readable, readSeconds));
   std::lock_guard<std::mutex> lock(c->worker_->mutex());
   ucp_ep_params_t p{};
   p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
@@ -125,6 +135,7 @@ UcxConnection::~UcxConnection() {
     closeAfterControl_ = false;
     closeEndpoint(!ctrlSend_->done);
   }
+  releaseMemory();
   closeEndpoint(!healthy);
   if (ctrlRecv_ && ctrlRecv_->request && !ctrlRecv_->done)
     ucp_request_cancel(w_, ctrlRecv_->request);
@@ -313,6 +324,7 @@ Status UcxConnection::progressLocked() {
       ucp_worker_progress(w_);
       if (ctrlSend_->done || epErr_->failed) {
         closeAfterControl_ = false;
+        releaseMemory();
         closeEndpoint(false);  // a flush: what the ABORT handed UCX leaves first
       }
     }
@@ -464,6 +476,7 @@ void UcxConnection::fail(Status why) {
   if (!inUcx && ep_ && ctrlSend_ && !ctrlSend_->done && !epErr_->failed) {
     closeAfterControl_ = true;
   } else {
+    releaseMemory();
     closeEndpoint(true);
   }
   if (ctrlRecv_ && ctrlRecv_->request && !ctrlRecv_->done)
@@ -556,6 +569,142 @@ bool UcxConnection::drainRequests(int budgetMs) {
     for (const auto& r : d) release(r.get());
   for (OpRec* r : {ctrlRecv_.get(), ctrlSend_.get(), discard_.get()}) release(r);
   return !busy();
+}
+
+// ---- One-sided reads ---------------------------------------------------------------------
+
+StatusOr<MemHandle> UcxConnection::expose(const void* base, size_t bytes) {
+  std::lock_guard<std::mutex> lock(worker_->mutex());
+  if (!readable_)
+    return internalError("ucx: the connection to " + peerName() + " offers no one-sided reads");
+  if (failed_) return failure_;
+  if (bytes > 0 && base == nullptr)
+    return invalidArgument("ucx: exposing a null range of " + std::to_string(bytes) + " bytes");
+  const ucp_context_h ctx = worker_->context();
+  ucp_mem_map_params_t mp{};
+  mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+  mp.address = bytes ? const_cast<void*>(base) : &gEmpty;
+  mp.length = bytes ? bytes : 1;
+  ucp_mem_h mem = nullptr;
+  ucs_status_t st = ucp_mem_map(ctx, &mp, &mem);
+  if (st != UCS_OK)
+    return systemError("ucx: rank " + std::to_string(myRank_) + ": ucp_mem_map of " +
+                       std::to_string(bytes) + " bytes for " + peerName() + ": " +
+                       statusText(st));
+  void* packed = nullptr;
+  size_t packedBytes = 0;
+  st = ucp_rkey_pack(ctx, mem, &packed, &packedBytes);
+  if (st != UCS_OK || packedBytes > MemHandle::kMaxBytes - kHandleHeaderBytes) {
+    if (st == UCS_OK) ucp_rkey_buffer_release(packed);
+    ucp_mem_unmap(ctx, mem);
+    if (st != UCS_OK)
+      return systemError("ucx: rank " + std::to_string(myRank_) + ": ucp_rkey_pack: " +
+                         statusText(st));
+    return internalError("ucx: the remote key of an exposed range is " +
+                         std::to_string(packedBytes) + " bytes; a memory handle holds " +
+                         std::to_string(MemHandle::kMaxBytes - kHandleHeaderBytes));
+  }
+  MemHandle h;
+  const uint64_t header[2] = {reinterpret_cast<uint64_t>(base), bytes};
+  std::memcpy(h.bytes, header, kHandleHeaderBytes);
+  std::memcpy(h.bytes + kHandleHeaderBytes, packed, packedBytes);
+  h.size = static_cast<uint32_t>(kHandleHeaderBytes + packedBytes);
+  ucp_rkey_buffer_release(packed);
+  exposed_.push_back(mem);
+  while (exposed_.size() > kKeptMappings) {
+    ucp_mem_unmap(ctx, exposed_.front());
+    exposed_.pop_front();
+  }
+  return h;
+}
+
+StatusOr<ucp_rkey_h> UcxConnection::remoteKey(const MemHandle& remote) {
+  for (const RemoteKey& k : keys_)
+    if (k.handle.size == remote.size && std::memcmp(k.handle.bytes, remote.bytes, remote.size) == 0)
+      return k.key;
+  ucp_rkey_h key = nullptr;
+  ucs_status_t st = ucp_ep_rkey_unpack(ep_, remote.bytes + kHandleHeaderBytes, &key);
+  if (st != UCS_OK)
+    return invalidUsage("ucx: " + peerName() + " sent a memory handle whose remote key UCX " +
+                        "cannot unpack: " + statusText(st));
+  keys_.push_back({remote, key});
+  while (keys_.size() > kKeptKeys) {
+    ucp_rkey_destroy(keys_.front().key);
+    keys_.pop_front();
+  }
+  return key;
+}
+
+Status UcxConnection::read(void* dst, const MemHandle& remote, uint64_t offset, size_t bytes) {
+  std::unique_lock<std::mutex> lock(worker_->mutex());
+  if (!readable_)
+    return internalError("ucx: the connection to " + peerName() + " offers no one-sided reads");
+  if (failed_) return failure_;
+  if (remote.size <= kHandleHeaderBytes || remote.size > MemHandle::kMaxBytes)
+    return invalidUsage(peerName() + " sent a memory handle of " + std::to_string(remote.size) +
+                        " bytes, not a UCX one");
+  uint64_t header[2];
+  std::memcpy(header, remote.bytes, kHandleHeaderBytes);
+  const uint64_t addr = header[0], exposedBytes = header[1];
+  if (offset > exposedBytes || bytes > exposedBytes - offset)
+    return invalidUsage("reading bytes [" + std::to_string(offset) + ", " +
+                        std::to_string(offset + bytes) + ") of " + peerName() +
+                        "'s memory, which exposed only " + std::to_string(exposedBytes));
+  if (bytes == 0) return Status();
+  if (dst == nullptr) return invalidArgument("ucx: read into a null buffer");
+  if (gone_) return goneWhy_;
+  CHORUS_ASSIGN_OR_RETURN(ucp_rkey_h key, remoteKey(remote));
+  // The record lives on the heap: if UCX still holds the request when this call must return,
+  // its callback may write to it later.
+  auto r = std::make_unique<OpRec>();
+  ucp_request_param_t p = sendParam(r.get());
+  start(*r, ucp_get_nbx(ep_, dst, bytes, addr + offset, key, &p));
+  const auto deadline =
+      Clock::now() + std::chrono::microseconds(static_cast<int64_t>(readSeconds_ * 1e6));
+  const std::string what = "ucx: reading " + std::to_string(bytes) + " bytes of " + peerName() +
+                           "'s memory";
+  while (!r->done) {
+    ucp_worker_progress(w_);
+    if (r->done) break;
+    if (failed_ || epErr_->failed || gone_) {
+      // Another thread's cancel(), or the peer failed: the endpoint's close ends the request.
+      if (!failed_)
+        fail(gone_ ? goneWhy_
+                   : remoteError(what + ": the peer failed: " + statusText(epErr_->status)));
+      break;
+    }
+    if (Clock::now() > deadline) {
+      fail(timeoutError(what + " did not finish within CHORUS_TIMEOUT (" +
+                        std::to_string(readSeconds_) + " s)"));
+      break;
+    }
+    // Let a thread that cancels the connection (chorusCommAbort) in between progress calls.
+    lock.unlock();
+    lock.lock();
+  }
+  if (!r->done) {
+    // fail() closed the endpoint by force, which completes the request; give it its budget.
+    const auto until = Clock::now() + std::chrono::milliseconds(kCancelBudgetMs);
+    while (!r->done && Clock::now() < until) ucp_worker_progress(w_);
+  }
+  if (r->request) {
+    if (!r->done) {
+      CHORUS_LOG(WARN, NET) << what << ": UCX still holds the request; left to it";
+      r.release();
+      return failure_;
+    }
+    ucp_request_free(r->request);
+  }
+  if (r->status != UCS_OK && !failed_)
+    fail(remoteError(what + " failed: " + statusText(r->status)));
+  return failed_ ? failure_ : Status();
+}
+
+void UcxConnection::releaseMemory() {
+  for (const RemoteKey& k : keys_) ucp_rkey_destroy(k.key);
+  keys_.clear();
+  for (ucp_mem_h m : exposed_) ucp_mem_unmap(worker_->context(), m);
+  exposed_.clear();
 }
 
 }  // namespace chorus::ucx

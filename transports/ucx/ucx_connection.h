@@ -21,6 +21,14 @@
 // overrides), and rely on the communicator's liveness check (peerGone()). Either way, what the
 // peer delivered before it went is still received; every other op fails.
 //
+// One-sided reads (canRead(), when the transport's policy allows them: ucx_transport.cc).
+// expose() maps the range with ucp_mem_map and hands the peer a MemHandle holding its address,
+// length and packed remote key; read() unpacks the key (kept for the handle's next reads) and
+// gets the bytes with ucp_get_nbx, progressing the worker until they landed, bounded by
+// CHORUS_TIMEOUT. A mapping stays until kKeptMappings newer ones were made on the connection:
+// the executor exposes at most three ranges per call, and a call that exposed memory ends only
+// after every peer's reads of it, so by then nobody reads it any more.
+//
 // Once failed, the connection stays failed with one Status; its endpoint is closed by force,
 // which completes every outstanding UCX request, so callers may free their buffers.
 #pragma once
@@ -44,7 +52,7 @@ class UcxConnection final : public Connection {
   static StatusOr<std::unique_ptr<UcxConnection>> create(std::shared_ptr<Worker> worker,
                                                          uint64_t commId, int myRank, int peer,
                                                          const std::vector<uint8_t>& address,
-                                                         bool peerErrMode);
+                                                         bool peerErrMode, bool readable);
   ~UcxConnection() override;
 
   int peer() const override { return peer_; }
@@ -57,6 +65,9 @@ class UcxConnection final : public Connection {
   void peerGone(const Status& why) override;
   void pollInfo(int* fd, short* events) const override;
   ConnStats stats() const override;
+  bool canRead() const override { return readable_; }
+  StatusOr<MemHandle> expose(const void* base, size_t bytes) override;
+  Status read(void* dst, const MemHandle& remote, uint64_t offset, size_t bytes) override;
 
   // One send or receive, owned by the connection until UCX is done with it (its address is the
   // user_data of the request's callback).
@@ -76,7 +87,7 @@ class UcxConnection final : public Connection {
   enum class ControlKind : uint32_t { kAbort = 1, kClose = 2 };
 
   UcxConnection(std::shared_ptr<Worker> worker, uint64_t commId, int myRank, int peer,
-                bool peerErrMode);
+                bool peerErrMode, bool readable, double readSeconds);
 
   // All of these run with the worker's mutex held.
   Status progressLocked();
@@ -95,6 +106,10 @@ class UcxConnection final : public Connection {
   bool drainRequests(int budgetMs);
   void postControlReceive();
   std::string peerName() const;
+  // The unpacked remote key of a peer's handle (made on first use), or an error.
+  StatusOr<ucp_rkey_h> remoteKey(const MemHandle& remote);
+  // Destroys the unpacked keys and unmaps the exposed ranges (before the endpoint closes).
+  void releaseMemory();
 
   static Op makeOp(Direction d, uint64_t seq) { return Op{((seq + 1) << 1) | d}; }
 
@@ -105,6 +120,8 @@ class UcxConnection final : public Connection {
   const int myRank_;
   const int peer_;
   const bool peerErrMode_;
+  const bool readable_;
+  const double readSeconds_;  // CHORUS_TIMEOUT: the bound of one read()
 
   // Ops per direction, by sequence number: ops_[d][i] is op base_[d] + i. Completed ops leave
   // from the front.
@@ -122,6 +139,14 @@ class UcxConnection final : public Connection {
   // A mismatched message, received into scratch memory to release UCX's hold on it.
   std::unique_ptr<OpRec> discard_;
   std::vector<uint8_t> discardBuf_;
+
+  // Ranges this rank exposed (oldest first) and the keys of the peer's ranges it read.
+  std::deque<ucp_mem_h> exposed_;
+  struct RemoteKey {
+    MemHandle handle;
+    ucp_rkey_h key;
+  };
+  std::deque<RemoteKey> keys_;
 
   std::unique_ptr<EndpointError> epErr_;  // UCX failed the endpoint (PEER mode)
   bool closeUnfinished_ = false;

@@ -3,6 +3,7 @@
 #include <dirent.h>
 
 #include <cstring>
+#include <initializer_list>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -76,22 +77,40 @@ StatusOr<Endpoint> decode(const EndpointBlob& b) {
   return e;
 }
 
-// Whether UCX_TLS lets UCX carry same-host traffic through shared memory (unset, "all", a
-// negated list, or naming a shared-memory transport).
-bool sharedMemoryAllowed() {
+// Whether UCX_TLS allows one of `names`: unset, "all", a list naming one, or a negated list
+// that does not name `negatable` (a negated list is taken as allowing shared memory).
+bool tlsAllows(std::initializer_list<const char*> names, const char* negatable) {
   const char* tls = std::getenv("UCX_TLS");
-  if (!tls || !*tls || tls[0] == '^') return true;
-  std::string list(tls);
+  if (!tls || !*tls) return true;
+  const bool negated = tls[0] == '^';
+  std::string list(tls + (negated ? 1 : 0));
   size_t pos = 0;
   while (pos <= list.size()) {
     size_t end = list.find(',', pos);
     if (end == std::string::npos) end = list.size();
     const std::string item = list.substr(pos, end - pos);
-    for (const char* sm : {"all", "sm", "shm", "posix", "sysv", "cma", "knem", "xpmem"})
-      if (item == sm) return true;
+    if (negated && negatable && item == negatable) return false;
+    if (!negated && item == "all") return true;
+    for (const char* n : names)
+      if (!negated && item == n) return true;
     pos = end + 1;
   }
-  return false;
+  return negated;
+}
+
+// Whether UCX may carry same-host traffic through shared memory.
+bool sharedMemoryAllowed() {
+  return tlsAllows({"sm", "shm", "posix", "sysv", "cma", "knem", "xpmem"}, nullptr);
+}
+
+enum class OneSided { kAuto, kOn, kOff };
+
+StatusOr<OneSided> oneSidedSetting() {
+  const std::string v = config::getString("CHORUS_UCX_ONESIDED");
+  if (v == "auto") return OneSided::kAuto;
+  if (v == "on") return OneSided::kOn;
+  if (v == "off") return OneSided::kOff;
+  return invalidArgument("CHORUS_UCX_ONESIDED='" + v + "' is none of auto, on, off");
 }
 
 enum class ErrMode { kAuto, kPeer, kNone };
@@ -106,10 +125,16 @@ StatusOr<ErrMode> errModeSetting() {
 
 class UcxTransport final : public Transport {
  public:
-  UcxTransport(const TransportContext& ctx, ErrMode mode) : ctx_(ctx), mode_(mode) {}
+  UcxTransport(const TransportContext& ctx, ErrMode mode, OneSided oneSided)
+      : ctx_(ctx), mode_(mode), oneSided_(oneSided) {}
 
   std::string_view name() const override { return "ucx"; }
-  TransportCaps caps() const override { return {}; }
+  TransportCaps caps() const override {
+    TransportCaps c;
+    c.oneSidedRead = oneSided_ != OneSided::kOff;
+    c.memRegistration = c.oneSidedRead;
+    return c;
+  }
 
   Reach canConnect(const PeerIdentity& self, const PeerIdentity& peer,
                    const EndpointBlob& peerBlob) const override {
@@ -169,11 +194,17 @@ class UcxTransport final : public Transport {
     // without it and learn of a dead peer from the communicator's liveness check.
     bool peerMode = mode_ == ErrMode::kPeer;
     if (mode_ == ErrMode::kAuto) peerMode = !same || !sharedMemoryAllowed();
+    // One-sided reads where UCX does them in hardware: with an RDMA-class device. Elsewhere
+    // UCX 1.13 emulates a get of ordinary memory with messages the peer's progress serves (it
+    // gives such memory no RMA lane over tcp, posix or cma): only when asked for.
+    const bool readable = oneSided_ == OneSided::kOn ||
+                          (oneSided_ == OneSided::kAuto && hasRdmaDevice());
     CHORUS_ASSIGN_OR_RETURN(auto c, UcxConnection::create(worker_, ctx_.commId, ctx_.rank, peer,
-                                                          e->address, peerMode));
+                                                          e->address, peerMode, readable));
     CHORUS_LOG(INFO, NET) << me << " endpoint to rank " << peer << " ("
                           << (same ? "same host" : "other host") << ", error mode "
-                          << (peerMode ? "peer" : "none") << ")";
+                          << (peerMode ? "peer" : "none")
+                          << (readable ? ", one-sided reads" : "") << ")";
     return std::unique_ptr<Connection>(std::move(c));
   }
 
@@ -181,12 +212,13 @@ class UcxTransport final : public Transport {
     if (child.rank >= kMaxRanks)
       return invalidArgument("ucx: rank " + std::to_string(child.rank) + " is beyond the " +
                              std::to_string(kMaxRanks) + " ranks the tag layout holds");
-    return std::unique_ptr<Transport>(new UcxTransport(child, mode_));
+    return std::unique_ptr<Transport>(new UcxTransport(child, mode_, oneSided_));
   }
 
  private:
   const TransportContext ctx_;
   const ErrMode mode_;
+  const OneSided oneSided_;
   std::mutex mu_;  // serialises listen() and connect()
   std::shared_ptr<Worker> worker_;
   EndpointBlob blob_;
@@ -225,10 +257,11 @@ const char* unavailable() {
 
 StatusOr<std::unique_ptr<Transport>> createUcx(const TransportContext& ctx) {
   CHORUS_ASSIGN_OR_RETURN(ErrMode mode, errModeSetting());
+  CHORUS_ASSIGN_OR_RETURN(OneSided oneSided, oneSidedSetting());
   if (ctx.rank >= kMaxRanks || ctx.nranks > kMaxRanks)
     return invalidArgument("ucx: " + std::to_string(ctx.nranks) + " ranks exceed the " +
                            std::to_string(kMaxRanks) + " the tag layout holds");
-  return std::unique_ptr<Transport>(new UcxTransport(ctx, mode));
+  return std::unique_ptr<Transport>(new UcxTransport(ctx, mode, oneSided));
 }
 
 CHORUS_REGISTER_TRANSPORT({

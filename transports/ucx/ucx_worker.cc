@@ -64,14 +64,14 @@ StatusOr<std::shared_ptr<Context>> Context::get() {
   if (st != UCS_OK) return systemError("ucx: ucp_config_read: " + statusText(st));
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
-  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
   // Workers of different communicators may be driven from different threads at once.
   params.mt_workers_shared = 1;
   ucp_context_h h = nullptr;
   st = ucp_init(&params, config, &h);
   ucp_config_release(config);
   if (st != UCS_OK)
-    return systemError("ucx: ucp_init (features TAG, WAKEUP): " + statusText(st) +
+    return systemError("ucx: ucp_init (features TAG, RMA, WAKEUP): " + statusText(st) +
                        "; check UCX_TLS / UCX_NET_DEVICES");
   std::shared_ptr<Context> c(new Context(h));
   ++gContexts;

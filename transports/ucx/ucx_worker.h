@@ -1,7 +1,7 @@
 // The UCX objects a transport instance stands on, and the tag layout. Internal to
 // transports/ucx/.
 //
-// One ucp_context per process (features TAG and WAKEUP), shared by every UCX transport instance
+// One ucp_context per process (features TAG, RMA and WAKEUP), shared by every UCX transport instance
 // and released with the last of them; a process forked from one that had a context makes its
 // own (a UCX context does not survive fork). One ucp_worker per transport instance, that is per
 // communicator: its connections share it, and its mutex serialises every call into it, so a
@@ -74,6 +74,7 @@ class Worker {
   static StatusOr<std::shared_ptr<Worker>> create(int rank);
   ~Worker();
   ucp_worker_h handle() const { return worker_; }
+  ucp_context_h context() const { return ctx_->handle(); }
   /// The fd that becomes readable after ucp_worker_arm() once there is work.
   int eventFd() const { return efd_; }
   std::mutex& mutex() { return mu_; }

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -30,6 +32,21 @@ TEST_P(ConformanceMemory, OneSidedReadThroughAnExposedRange) {
     SCOPED_TRACE("rank " + std::to_string(1 - owner) + " reads rank " + std::to_string(owner));
     constexpr size_t kBytes = (1u << 20) + 3;
     const std::vector<uint8_t> exposed = randomBytes(kBytes);
+    // The owner keeps progressing its connection while the peer reads, as a rank's executor
+    // does while it waits for its peers: a transport may serve reads from the owner's progress
+    // (UCX without RDMA emulates them so).
+    auto serving = std::make_shared<std::atomic<bool>>(true);
+    std::thread progressing([&mine, serving] {
+      while (serving->load()) {
+        mine.progress().ignore();
+        std::this_thread::yield();
+      }
+    });
+    struct Stop {
+      std::shared_ptr<std::atomic<bool>> flag;
+      std::thread& t;
+      ~Stop() { flag->store(false), t.join(); }
+    } stop{serving, progressing};
     auto h = mine.expose(exposed.data(), exposed.size());
     ASSERT_TRUE(h.ok()) << h.status().toString();
     const MemHandle handle = *h;  // what travels to the peer
