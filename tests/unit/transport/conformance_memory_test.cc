@@ -32,32 +32,35 @@ TEST_P(ConformanceMemory, OneSidedReadThroughAnExposedRange) {
     SCOPED_TRACE("rank " + std::to_string(1 - owner) + " reads rank " + std::to_string(owner));
     constexpr size_t kBytes = (1u << 20) + 3;
     const std::vector<uint8_t> exposed = randomBytes(kBytes);
-    // The owner keeps progressing its connection while the peer reads, as a rank's executor
-    // does while it waits for its peers: a transport may serve reads from the owner's progress
-    // (UCX without RDMA emulates them so).
-    auto serving = std::make_shared<std::atomic<bool>>(true);
-    std::thread progressing([&mine, serving] {
-      while (serving->load()) {
-        mine.progress().ignore();
-        std::this_thread::yield();
-      }
-    });
-    struct Stop {
-      std::shared_ptr<std::atomic<bool>> flag;
-      std::thread& t;
-      ~Stop() { flag->store(false), t.join(); }
-    } stop{serving, progressing};
     auto h = mine.expose(exposed.data(), exposed.size());
     ASSERT_TRUE(h.ok()) << h.status().toString();
     const MemHandle handle = *h;  // what travels to the peer
     ASSERT_LE(handle.size, MemHandle::kMaxBytes);
-    for (auto [offset, len] : {std::pair<size_t, size_t>{0, kBytes}, {12345, 70001},
-                               {kBytes - 1, 1}, {4096, 0}, {7, 4099}}) {
-      std::vector<uint8_t> got(len, kPoison);
-      Status st = reader.read(got.data(), handle, offset, len);
-      ASSERT_TRUE(st.ok()) << "[" << offset << ", +" << len << "): " << st.toString();
-      EXPECT_TRUE(std::equal(got.begin(), got.end(), exposed.begin() + static_cast<long>(offset)))
-          << "[" << offset << ", +" << len << ") read wrong bytes";
+    {
+      // The owner keeps progressing its connection while the peer reads (and nothing else uses
+      // it meanwhile), as a rank's executor does while it waits for its peers: a transport may
+      // serve reads from the owner's progress (UCX without RDMA emulates them so).
+      auto serving = std::make_shared<std::atomic<bool>>(true);
+      std::thread progressing([&mine, serving] {
+        while (serving->load()) {
+          mine.progress().ignore();
+          std::this_thread::yield();
+        }
+      });
+      struct Stop {
+        std::shared_ptr<std::atomic<bool>> flag;
+        std::thread& t;
+        ~Stop() { flag->store(false), t.join(); }
+      } stop{serving, progressing};
+      for (auto [offset, len] : {std::pair<size_t, size_t>{0, kBytes}, {12345, 70001},
+                                 {kBytes - 1, 1}, {4096, 0}, {7, 4099}}) {
+        std::vector<uint8_t> got(len, kPoison);
+        Status st = reader.read(got.data(), handle, offset, len);
+        ASSERT_TRUE(st.ok()) << "[" << offset << ", +" << len << "): " << st.toString();
+        EXPECT_TRUE(
+            std::equal(got.begin(), got.end(), exposed.begin() + static_cast<long>(offset)))
+            << "[" << offset << ", +" << len << ") read wrong bytes";
+      }
     }
     // Past the exposed range: refused as a usage error, nothing written.
     std::vector<uint8_t> sink(64, kPoison);
