@@ -7,7 +7,10 @@
 //     at counts 1, 1023 and 1 MiB + 3 float32 elements, sum, each element compared with a
 //     reference computed here from every rank's inputs. Then the traffic: bytes to ranks on
 //     other hosts went over tcp and bytes inside the host over shm (never the other way
-//     round), and at least as many as the all-to-alls alone had to move. Prints
+//     round; with CHORUS_TRANSPORT=ucx, both over ucx), at least as many as the all-to-alls
+//     alone had to move, and the host's link (veth<i>: its byte counters, read by the host's
+//     first rank before the first collective and after the last) carried at least what the
+//     host's ranks say they sent and received across hosts. Prints
 //     "PASS rank r ..." and exits 0, or one "FAIL rank r: ..." line per problem and exits 1.
 //
 //   netns_check kill [--fault F] [--victim-host H] [--mib M]
@@ -32,6 +35,7 @@
 // CHORUS_NETNS_SEED when set, else one derived from CHORUS_JOB_SECRET (new for every job);
 // rank 0 prints it, so a failure can be replayed.
 #include <chorus/chorus.h>
+#include <dirent.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -273,21 +277,32 @@ class CollectiveCheck {
   uint64_t seed_;
 };
 
-// What this rank's transports carried, as read from chorusCommGetStats.
+// The transports that must carry the bytes: between hosts and inside a host.
+struct Carriers {
+  std::string across = "tcp", inside = "shm";
+};
+
+Carriers expectedCarriers() {
+  const char* t = std::getenv("CHORUS_TRANSPORT");
+  if (t && std::string(t) == "ucx") return {"ucx", "ucx"};
+  return {};
+}
+
+// What this rank's transports carried, as read from chorusCommGetStats: across hosts and inside
+// the host by the expected carriers, and the bytes a wrong one carried.
 enum Traffic {
-  kTcpSentInter,
-  kTcpRecvInter,
-  kTcpSentIntra,
-  kTcpRecvIntra,
-  kShmSentIntra,
-  kShmRecvIntra,
-  kShmSentInter,
-  kShmRecvInter,
+  kAcrossSent,
+  kAcrossRecv,
+  kInsideSent,
+  kInsideRecv,
+  kAcrossCarrierInside,  // the across carrier (when it is not also the inside one) inside
+  kInsideCarrierAcross,  // and the other way round
   kOtherBytes,
   kNumTraffic
 };
 
-bool readTraffic(chorusComm_t comm, uint64_t out[kNumTraffic], std::string* why) {
+bool readTraffic(chorusComm_t comm, const Carriers& want, uint64_t out[kNumTraffic],
+                 std::string* why) {
   chorusStats_t s{};
   s.structSize = sizeof(s);
   chorusResult_t r = chorusCommGetStats(comm, &s);
@@ -298,17 +313,45 @@ bool readTraffic(chorusComm_t comm, uint64_t out[kNumTraffic], std::string* why)
   std::fill(out, out + kNumTraffic, 0);
   for (int i = 0; i < s.numTransports; ++i) {
     const chorusTransportStats_t& t = s.transports[i];
-    if (std::strcmp(t.name, "tcp") == 0) {
-      out[kTcpSentInter] += t.bytesSentInterHost, out[kTcpRecvInter] += t.bytesRecvInterHost;
-      out[kTcpSentIntra] += t.bytesSentIntraHost, out[kTcpRecvIntra] += t.bytesRecvIntraHost;
-    } else if (std::strcmp(t.name, "shm") == 0) {
-      out[kShmSentIntra] += t.bytesSentIntraHost, out[kShmRecvIntra] += t.bytesRecvIntraHost;
-      out[kShmSentInter] += t.bytesSentInterHost, out[kShmRecvInter] += t.bytesRecvInterHost;
-    } else {
-      out[kOtherBytes] += t.bytesSentIntraHost + t.bytesSentInterHost;
-    }
+    const bool across = want.across == t.name, inside = want.inside == t.name;
+    const uint64_t intra = t.bytesSentIntraHost + t.bytesRecvIntraHost;
+    const uint64_t inter = t.bytesSentInterHost + t.bytesRecvInterHost;
+    if (across) out[kAcrossSent] += t.bytesSentInterHost, out[kAcrossRecv] += t.bytesRecvInterHost;
+    if (inside) out[kInsideSent] += t.bytesSentIntraHost, out[kInsideRecv] += t.bytesRecvIntraHost;
+    if (across && !inside) out[kAcrossCarrierInside] += intra;
+    if (inside && !across) out[kInsideCarrierAcross] += inter;
+    if (!across && !inside) out[kOtherBytes] += intra + inter;
   }
   return true;
+}
+
+// The byte counters of this namespace's one link (the only interface besides lo in its
+// /sys/class/net); ok is false, and name says why, outside a test-bed host.
+struct LinkBytes {
+  bool ok = false;
+  std::string name;
+  uint64_t tx = 0, rx = 0;
+};
+
+LinkBytes readLinkBytes() {
+  LinkBytes b;
+  std::vector<std::string> links;
+  if (DIR* d = ::opendir("/sys/class/net")) {
+    while (dirent* e = ::readdir(d))
+      if (e->d_name[0] != '.' && std::strcmp(e->d_name, "lo") != 0) links.emplace_back(e->d_name);
+    ::closedir(d);
+  }
+  if (links.size() != 1) {
+    b.name = std::to_string(links.size()) + " interfaces besides lo";
+    return b;
+  }
+  b.name = links[0];
+  auto counter = [&](const char* which, uint64_t* v) {
+    std::ifstream in("/sys/class/net/" + b.name + "/statistics/" + which);
+    return static_cast<bool>(in >> *v);
+  };
+  b.ok = counter("tx_bytes", &b.tx) && counter("rx_bytes", &b.rx);
+  return b;
 }
 
 std::string mib(uint64_t bytes) {
@@ -552,6 +595,16 @@ int runCollectives(chorusComm_t comm, const Layout& l, int rank) {
     chorusCommDestroy(hostComm);
   }
 
+  // The host's link counters before any collective: the host's first rank reads them between
+  // two barriers, so no rank of the host has sent a collective's byte yet.
+  const bool leader = rank == l.offset[static_cast<size_t>(myHost)];
+  LinkBytes linkBefore;
+  if (chorusResult_t r = chorusBarrier(comm, nullptr); r != chorusSuccess)
+    fail(callFailure("barrier", r, comm));
+  if (leader) linkBefore = readLinkBytes();
+  if (chorusResult_t r = chorusBarrier(comm, nullptr); r != chorusSuccess)
+    fail(callFailure("barrier", r, comm));
+
   CollectiveCheck check(comm, l, rank, seed);
   int id = 0;
   for (size_t count : kCounts) {
@@ -568,26 +621,28 @@ int runCollectives(chorusComm_t comm, const Layout& l, int rank) {
   // Traffic. The all-to-alls alone move, per byte count B = 4 * (sum of counts), B from every
   // rank to every other rank: a host of L ranks in a job of N must send and receive at least
   // L*(N-L)*B across hosts and L*(L-1)*B inside itself, whatever the algorithms.
+  const Carriers want = expectedCarriers();
   uint64_t mine[kNumTraffic];
   std::string why;
-  if (!readTraffic(comm, mine, &why)) {
+  if (!readTraffic(comm, want, mine, &why)) {
     fail(why);
   } else {
     std::vector<uint64_t> all(static_cast<size_t>(kNumTraffic) * static_cast<size_t>(l.nranks));
     chorusResult_t r = chorusAllGather(mine, all.data(), kNumTraffic, chorusUint64, comm, nullptr);
     if (r != chorusSuccess) fail(callFailure("traffic all-gather", r, comm));
-    std::printf(
-        "rank %d host %d traffic: tcp across hosts sent %s received %s; shm inside the "
-        "host sent %s received %s\n",
-        rank, myHost, mib(mine[kTcpSentInter]).c_str(), mib(mine[kTcpRecvInter]).c_str(),
-        mib(mine[kShmSentIntra]).c_str(), mib(mine[kShmRecvIntra]).c_str());
-    if (mine[kTcpSentIntra] || mine[kTcpRecvIntra])
-      fail("tcp carried " + std::to_string(mine[kTcpSentIntra] + mine[kTcpRecvIntra]) +
-           " bytes to or from ranks on this host (shm should have)");
-    if (mine[kShmSentInter] || mine[kShmRecvInter])
-      fail("shm carried " + std::to_string(mine[kShmSentInter] + mine[kShmRecvInter]) +
+    std::printf("rank %d host %d traffic: %s across hosts sent %s received %s; %s inside the "
+                "host sent %s received %s\n",
+                rank, myHost, want.across.c_str(), mib(mine[kAcrossSent]).c_str(),
+                mib(mine[kAcrossRecv]).c_str(), want.inside.c_str(),
+                mib(mine[kInsideSent]).c_str(), mib(mine[kInsideRecv]).c_str());
+    if (mine[kAcrossCarrierInside])
+      fail(want.across + " carried " + std::to_string(mine[kAcrossCarrierInside]) +
+           " bytes to or from ranks on this host (" + want.inside + " should have)");
+    if (mine[kInsideCarrierAcross])
+      fail(want.inside + " carried " + std::to_string(mine[kInsideCarrierAcross]) +
            " bytes to or from ranks on other hosts");
-    if (mine[kOtherBytes]) fail("a transport other than tcp and shm carried bytes");
+    if (mine[kOtherBytes])
+      fail("a transport other than " + want.across + " and " + want.inside + " carried bytes");
     uint64_t host[kNumTraffic] = {};
     for (int p = l.offset[static_cast<size_t>(myHost)];
          p < l.offset[static_cast<size_t>(myHost)] + local; ++p)
@@ -598,14 +653,35 @@ int runCollectives(chorusComm_t comm, const Layout& l, int rank) {
     const uint64_t across =
         static_cast<uint64_t>(local) * static_cast<uint64_t>(l.nranks - local) * b;
     const uint64_t inside = static_cast<uint64_t>(local) * static_cast<uint64_t>(local - 1) * b;
-    if (host[kTcpSentInter] < across || host[kTcpRecvInter] < across)
-      fail("host " + std::to_string(myHost) + " sent " + mib(host[kTcpSentInter]) +
-           " and received " + mib(host[kTcpRecvInter]) + " over tcp across hosts, less than the " +
-           mib(across) + " its all-to-alls need");
-    if (host[kShmSentIntra] < inside || host[kShmRecvIntra] < inside)
-      fail("host " + std::to_string(myHost) + " sent " + mib(host[kShmSentIntra]) +
-           " and received " + mib(host[kShmRecvIntra]) + " over shm, less than the " + mib(inside) +
-           " its all-to-alls need");
+    if (host[kAcrossSent] < across || host[kAcrossRecv] < across)
+      fail("host " + std::to_string(myHost) + " sent " + mib(host[kAcrossSent]) +
+           " and received " + mib(host[kAcrossRecv]) + " over " + want.across +
+           " across hosts, less than the " + mib(across) + " its all-to-alls need");
+    if (host[kInsideSent] < inside || host[kInsideRecv] < inside)
+      fail("host " + std::to_string(myHost) + " sent " + mib(host[kInsideSent]) +
+           " and received " + mib(host[kInsideRecv]) + " over " + want.inside +
+           ", less than the " + mib(inside) + " its all-to-alls need");
+    // The bytes really crossed the host's link: its counters grew by at least what the host's
+    // ranks sent and received across hosts (headers and the bootstrap only add to them).
+    if (leader && linkBefore.ok) {
+      const LinkBytes after = readLinkBytes();
+      if (!after.ok) {
+        fail("cannot read " + after.name + "'s counters any more");
+      } else {
+        const uint64_t tx = after.tx - linkBefore.tx, rx = after.rx - linkBefore.rx;
+        std::printf("host %d link %s: %s out, %s in (its ranks: %s sent, %s received across "
+                    "hosts)\n",
+                    myHost, after.name.c_str(), mib(tx).c_str(), mib(rx).c_str(),
+                    mib(host[kAcrossSent]).c_str(), mib(host[kAcrossRecv]).c_str());
+        if (tx < host[kAcrossSent] || rx < host[kAcrossRecv])
+          fail("host " + std::to_string(myHost) + "'s link " + after.name + " carried " +
+               mib(tx) + " out and " + mib(rx) + " in, less than its ranks sent (" +
+               mib(host[kAcrossSent]) + ") and received (" + mib(host[kAcrossRecv]) +
+               ") across hosts");
+      }
+    } else if (leader) {
+      std::printf("host %d: no link counters (%s)\n", myHost, linkBefore.name.c_str());
+    }
   }
 
   for (const std::string& f : checkInterHostBytes(comm, l, rank, seed)) fail(f);

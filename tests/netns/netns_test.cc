@@ -243,15 +243,18 @@ TEST(HostsSh, CollectsTheTestBedOfAnOwnerThatDied) {
 // ---- jobs ---------------------------------------------------------------------------------------
 
 // A layout ("2,1,3": ranks per host), link rate ("" for none), CHORUS_ALGO ("" for the
-// tuner's choice) and the algorithms rank 0's statistics must then show ("allreduce:hier").
+// tuner's choice), the algorithms rank 0's statistics must then show ("allreduce:hier"), and
+// more settings for every rank ("CHORUS_TRANSPORT=ucx").
 struct JobCase {
   std::string hosts, rate, algo;
   std::vector<std::string> expect;
+  std::vector<std::string> env = {};
 };
 
 void PrintTo(const JobCase& c, std::ostream* os) {
   *os << "hosts " << c.hosts << (c.rate.empty() ? "" : ", links " + c.rate)
       << (c.algo.empty() ? "" : ", CHORUS_ALGO=" + c.algo);
+  for (const std::string& e : c.env) *os << ", " << e;
 }
 
 std::string caseName(const testing::TestParamInfo<JobCase>& info) {
@@ -260,19 +263,23 @@ std::string caseName(const testing::TestParamInfo<JobCase>& info) {
   n += info.param.algo.empty()
            ? "Tuned"
            : "Algo_" + std::regex_replace(info.param.algo, std::regex("[^A-Za-z0-9]"), "_");
+  for (const std::string& e : info.param.env)
+    if (e == "CHORUS_TRANSPORT=ucx") n += "OverUcx";
   return n;
 }
 
 class Jobs : public testing::TestWithParam<JobCase> {};
 
-// Every collective at every count is right on every rank, and bytes went over tcp between
-// hosts and over shm inside them (netns_check collectives).
+// Every collective at every count is right on every rank, bytes went over tcp between hosts
+// and over shm inside them (over ucx both, when the case names it), and the hosts' links carried
+// them (netns_check collectives).
 TEST_P(Jobs, EveryRankPasses) {
   const JobCase& c = GetParam();
   const std::string prefix = newPrefix();
   std::vector<std::string> extra = {"--timeout", "100"};
   if (!c.rate.empty()) extra.insert(extra.end(), {"--rate", c.rate});
   if (!c.algo.empty()) extra.insert(extra.end(), {"--env", "CHORUS_ALGO=" + c.algo});
+  for (const std::string& e : c.env) extra.insert(extra.end(), {"--env", e});
   Outcome o = run(runJobArgs(prefix, c.hosts, extra, {kCheck, "collectives"}));
   SKIP_IF_NO_TEST_BED(o);
   std::printf("%s[netns_test: %s in %.1f s]\n", o.output.c_str(), c.hosts.c_str(), o.seconds);
@@ -328,6 +335,14 @@ std::vector<JobCase> jobCases() {
   out.push_back({"2,2", "1gbit", "", {}});
   for (const char* algo : {"allreduce:recursive_doubling", "allreduce:rabenseifner"})
     out.push_back({"1,1,1,1", "", algo, {algo}});
+  // UCX across the hosts and inside them. UCX 1.13 judges shared-memory reachability by boot id
+  // and IPC namespace, which the test-bed hosts share, so UCX_TLS=tcp keeps it off shared memory
+  // between hosts; the hosts' link counters show the bytes crossed (netns_check).
+  if (CHORUS_NETNS_UCX) {
+    const std::vector<std::string> ucx = {"CHORUS_TRANSPORT=ucx", "UCX_TLS=tcp"};
+    out.push_back({"2,2", "", "", {}, ucx});
+    out.push_back({"2,1,3", "", "ring", {"allreduce:ring", "allgather:ring"}, ucx});
+  }
   return out;
 }
 
