@@ -112,6 +112,9 @@ class Connection {
   /// For blocking waits: the fd to poll and the events that mean "progress may be possible now"
   /// (POLLOUT only while sends are pending). fd -1 means the caller must keep polling test().
   virtual void pollInfo(int* fd, short* events) const = 0;
+  /// The longest a caller may sleep on pollInfo()'s fd before progressing again, in ms (-1: as
+  /// long as it likes). For a transport whose fd can miss an event.
+  virtual int pollSliceMs() const { return -1; }
 
   /// False while the peer has not finished its side of connect() (shared memory: the creator of
   /// a segment returns before its peer has mapped it). The communicator waits, bounded, until

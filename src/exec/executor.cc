@@ -332,6 +332,7 @@ Status Executor::block(std::span<Connection* const> conns, int waitMs, bool wind
     c->pollInfo(&fd, &events);
     if (fd >= 0) {
       if (events) fds_.push_back({fd, events, 0});
+      if (const int slice = c->pollSliceMs(); slice >= 0) waitMs = std::min(waitMs, slice);
     } else if (!c->prepareWait(words_)) {
       sleepOk = false;  // that connection can progress right now
     }
@@ -339,7 +340,9 @@ Status Executor::block(std::span<Connection* const> conns, int waitMs, bool wind
   if (windowPending) waitMs = std::min(waitMs, 1);
   Status st;
   if (!sleepOk) {
-    // Nothing to sleep on.
+    // A connection can progress now, or keeps its caller progressing (UCX during a transfer):
+    // no sleep, but the core goes to whoever else waits for it (ranks may outnumber cores).
+    sched_yield();
   } else if (!words_.empty() && fds_.empty()) {
     futex::waitAny(words_, waitMs);
   } else if (!fds_.empty()) {

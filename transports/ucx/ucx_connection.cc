@@ -21,6 +21,9 @@ constexpr size_t kControlBytes = 512;
 // endpoint's flush.
 constexpr int kCancelBudgetMs = 100;
 constexpr int kCloseBudgetMs = 500;
+// How long after the worker last had something to do a connection with a transfer under way
+// keeps its caller progressing instead of sleeping on the worker's fd.
+constexpr int kBusyWindowUs = 5000;
 // Progress calls that find nothing to do before a gone peer's connection gives up on what it
 // waits for (what the peer delivered is taken in these).
 constexpr int kDrainRounds = 64;
@@ -330,8 +333,7 @@ Status UcxConnection::progressLocked() {
     }
     return failure_;
   }
-  for (int i = 0; i < 4 && ucp_worker_progress(w_) != 0; ++i) {
-  }
+  for (int i = 0; i < 4 && ucp_worker_progress(w_) != 0; ++i) worker_->lastEvent = Clock::now();
   handleControl();
   matchReceives();
   settle();
@@ -439,7 +441,16 @@ void UcxConnection::pollInfo(int* fd, short* events) const {
   // With nothing to do now, arm the worker: its fd then wakes a poll() on the next event. Any
   // work found on the way means "do not sleep" (fd -1, and prepareWait() says so too).
   if (failed_ || readyLocked()) return;
-  if (ucp_worker_progress(w_) != 0 || readyLocked()) return;
+  const auto now = Clock::now();
+  if (ucp_worker_progress(w_) != 0) {
+    worker_->lastEvent = now;
+    return;
+  }
+  if (readyLocked()) return;
+  // A worker busy moments ago keeps being progressed: between two fragments of a large
+  // message progress finds nothing for a moment, and the worker's fd may not wake a sleeper
+  // when the next one is there (see pollSliceMs()).
+  if (now - worker_->lastEvent < std::chrono::microseconds(kBusyWindowUs)) return;
   if (ucp_worker_arm(w_) != UCS_OK) return;  // UCS_ERR_BUSY: events arrived meanwhile
   *fd = worker_->eventFd();
   *events = POLLIN;

@@ -24,6 +24,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -78,6 +79,8 @@ class Worker {
   /// The fd that becomes readable after ucp_worker_arm() once there is work.
   int eventFd() const { return efd_; }
   std::mutex& mutex() { return mu_; }
+  /// When a progress call of this worker last found something to do (under mutex()).
+  std::chrono::steady_clock::time_point lastEvent;
 
  private:
   Worker(std::shared_ptr<Context> ctx, ucp_worker_h w, int efd)
