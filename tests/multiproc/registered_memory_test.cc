@@ -251,7 +251,8 @@ TEST_P(RegisteredCollectives, ExactResultsThroughMappedSegments) {
                                       nullptr));
           for (int r = 0; r < n; ++r) {
             const auto v = inputOf(r, inCount, seed + call);
-            for (size_t i = 0; i < outCount; ++i) expect[i] += v[static_cast<size_t>(rank) * c.count + i];
+            const size_t at = static_cast<size_t>(rank) * c.count;
+            for (size_t i = 0; i < outCount; ++i) expect[i] += v[at + i];
           }
           break;
       }
