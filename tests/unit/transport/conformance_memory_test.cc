@@ -167,6 +167,51 @@ TEST_P(ConformanceMemory, OneSidedReadOfASharedSegment) {
   if (!any) GTEST_SKIP() << "neither connection can read its peer (canRead() is false)";
 }
 
+// Over shared memory the reader keeps its mappings of the owner's segments: a segment freed
+// and replaced (its fd number reused) is told apart by its id, and more segments than the
+// connection keeps mapped are evicted and mapped again, bytes right each time.
+TEST_P(ConformanceMemory, SharedSegmentMappingsFollowReplacementAndEviction) {
+  if (std::string_view(kind().name) != "shm") GTEST_SKIP() << "segment handles are shm's";
+  Group g = connectedGroup();
+  ASSERT_TRUE(g.connected());
+  Connection& mine = *g.c[0][1];
+  Connection& reader = *g.c[1][0];
+  if (!reader.canRead()) GTEST_SKIP() << "cross-memory attach is refused here";
+  auto readAll = [&](const uint8_t* base, size_t bytes, const std::vector<uint8_t>& expect) {
+    auto h = mine.expose(base, bytes);
+    ASSERT_TRUE(h.ok()) << h.status().toString();
+    ASSERT_TRUE(shm::isSegmentHandle(*h));
+    std::vector<uint8_t> got(bytes, kPoison);
+    Status st = reader.read(got.data(), *h, 0, bytes);
+    ASSERT_TRUE(st.ok()) << st.toString();
+    EXPECT_EQ(got, expect);
+  };
+  constexpr size_t kBytes = 8192 + 11;
+  // Replacement: the second segment most likely gets the first one's fd number.
+  for (int round = 0; round < 2; ++round) {
+    auto seg = mem::allocate(kBytes);
+    ASSERT_TRUE(seg.ok()) << seg.status().toString();
+    const std::vector<uint8_t> data = randomBytes(kBytes);
+    std::memcpy(*seg, data.data(), kBytes);
+    readAll(static_cast<uint8_t*>(*seg), kBytes, data);
+    ASSERT_TRUE(mem::release(*seg).ok());
+  }
+  // More live segments than a connection keeps mapped, read twice round.
+  constexpr int kSegments = 80;
+  std::vector<uint8_t*> segs;
+  std::vector<std::vector<uint8_t>> datas;
+  for (int i = 0; i < kSegments; ++i) {
+    auto seg = mem::allocate(kBytes);
+    ASSERT_TRUE(seg.ok()) << seg.status().toString();
+    segs.push_back(static_cast<uint8_t*>(*seg));
+    datas.push_back(randomBytes(kBytes));
+    std::memcpy(segs.back(), datas.back().data(), kBytes);
+  }
+  for (int pass = 0; pass < 2; ++pass)
+    for (int i = 0; i < kSegments; ++i) readAll(segs[i], kBytes, datas[i]);
+  for (uint8_t* p : segs) EXPECT_TRUE(mem::release(p).ok());
+}
+
 // ---- The host window ------------------------------------------------------------------------
 
 WaitPolicy policyFor(double limitSeconds) {
