@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <map>
@@ -28,6 +29,9 @@ struct Registry {
   std::map<uintptr_t, Segment> live;  // by base
   std::set<uintptr_t> freed;
   uint64_t nextId = 1;
+  // live.size(), readable without the lock: expose() of ordinary memory (every one-sided call)
+  // then costs one load while no segment exists.
+  std::atomic<size_t> liveCount{0};
 };
 
 Registry& registry() {
@@ -83,6 +87,7 @@ StatusOr<void*> allocate(size_t bytes) {
   const auto base = reinterpret_cast<uintptr_t>(p);
   r.freed.erase(base);
   r.live.emplace(base, Segment{rounded, fd, id, ::getpid(), 0});
+  r.liveCount.store(r.live.size(), std::memory_order_release);
   return p;
 }
 
@@ -110,6 +115,7 @@ Status release(void* ptr) {
                           "communicators) before chorusMemFree");
     s = it->second;
     r.live.erase(it);
+    r.liveCount.store(r.live.size(), std::memory_order_release);
     if (r.freed.size() >= kFreedRemembered) r.freed.erase(r.freed.begin());
     r.freed.insert(p);
   }
@@ -123,8 +129,8 @@ Status release(void* ptr) {
 bool find(const void* ptr, size_t bytes, SegmentRef* out) {
   const auto p = reinterpret_cast<uintptr_t>(ptr);
   Registry& r = registry();
+  if (r.liveCount.load(std::memory_order_acquire) == 0) return false;
   std::lock_guard<std::mutex> lock(r.mu);
-  if (r.live.empty()) return false;
   auto it = containing(r, p);
   if (it == r.live.end()) return false;
   const Segment& s = it->second;
