@@ -6,10 +6,10 @@
 //   - registrations: argument errors, deregistering twice, a garbage handle, another
 //     communicator's handle, freeing while registered (naming how many registrations remain),
 //     and chorusCommDestroy releasing what is still registered;
-//   - collectives on chorusMemAlloc buffers with the one-sided algorithms forced, over real
-//     forked ranks on shared memory: exact results, and the peers' segments mapped read-only by
-//     each rank (the zero-copy path, seen in /proc/self/maps) rather than read by cross-memory
-//     attach.
+//   - collectives on chorusMemAlloc buffers with the one-sided algorithms forced (all-reduce,
+//     all-gather, reduce-scatter, broadcast), over real forked ranks on shared memory: exact
+//     results, and the peers' segments mapped read-only by each rank that reads (the zero-copy
+//     path, seen in /proc/self/maps) rather than read by cross-memory attach.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -181,7 +181,7 @@ std::vector<float> inputOf(int rank, size_t count, uint32_t seed) {
   return v;
 }
 
-enum class Coll { kAllReduce, kAllReduceInPlace, kAllGather, kReduceScatter };
+enum class Coll { kAllReduce, kAllReduceInPlace, kAllGather, kReduceScatter, kBroadcast };
 
 struct Case {
   Coll coll;
@@ -246,6 +246,12 @@ TEST_P(RegisteredCollectives, ExactResultsThroughMappedSegments) {
             std::copy(v.begin(), v.end(), expect.begin() + static_cast<long>(r * c.count));
           }
           break;
+        case Coll::kBroadcast: {
+          constexpr int kRoot = 1;  // not 0, so the root is not the bootstrap's rank
+          RANK_OK(chorusBroadcast(inF, outF, c.count, chorusFloat32, kRoot, comm, nullptr));
+          expect = inputOf(kRoot, inCount, seed + call);
+          break;
+        }
         case Coll::kReduceScatter:
           RANK_OK(chorusReduceScatter(inF, outF, c.count, chorusFloat32, chorusSum, comm,
                                       nullptr));
@@ -270,9 +276,10 @@ TEST_P(RegisteredCollectives, ExactResultsThroughMappedSegments) {
     bool ran = false;
     for (int a = 0; a < st.numAlgos; ++a) ran = ran || (algo == st.algos[a].name);
     RANK_CHECK(ran, algo + " did not run");
+    const bool reads = !(c.coll == Coll::kBroadcast && rank == 1);  // the root reads no one
     const int peerMaps = segmentMappings(false);
-    RANK_CHECK(peerMaps >= 1, "no peer segment is mapped: the reads did not take the zero-copy "
-                              "path");
+    RANK_CHECK(peerMaps >= (reads ? 1 : 0),
+               "no peer segment is mapped: the reads did not take the zero-copy path");
     RANK_OK(chorusCommDeregister(comm, hIn));
     if (hOut) RANK_OK(chorusCommDeregister(comm, hOut));
     RANK_OK(chorusMemFree(in));
@@ -289,7 +296,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{Coll::kAllReduceInPlace, "allreduce:twoshot", 3, 4099},
                       Case{Coll::kAllGather, "allgather:direct", 2, 1001},
                       Case{Coll::kAllGather, "allgather:direct", 3, 65539},
-                      Case{Coll::kReduceScatter, "reducescatter:direct", 3, 65537}),
+                      Case{Coll::kReduceScatter, "reducescatter:direct", 3, 65537},
+                      Case{Coll::kBroadcast, "broadcast:direct", 3, 70001}),
     caseName);
 
 }  // namespace

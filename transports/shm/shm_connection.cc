@@ -444,6 +444,9 @@ Status ShmConnection::read(void* dst, const MemHandle& remote, uint64_t offset, 
                           std::to_string(offset + bytes) + ") of " + peerName() +
                           "'s memory, which exposed only " + std::to_string(s.bytes));
     if (bytes == 0) return Status();
+    // As with cross-memory attach, a peer whose process ended is not read any more, though a
+    // mapping of its segment would still show its last bytes.
+    if (gone_) return goneWhy_;
     std::lock_guard<std::mutex> lock(mapMu_);
     auto base = peerSegment(s.fd, s.id, s.segBytes);
     if (!base.ok()) return base.status();
