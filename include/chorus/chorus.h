@@ -255,6 +255,34 @@ chorusResult_t chorusCommSetTimeout(chorusComm_t comm, double seconds);
 /// Traffic per transport (intra- vs inter-host) and collectives run per algorithm.
 chorusResult_t chorusCommGetStats(const chorusComm_t comm, chorusStats_t* stats);
 
+/// Registered memory (docs/design.md, "Registered memory").
+///
+/// chorusMemAlloc returns `size` bytes (rounded up to whole pages, zero-filled) in a segment the
+/// other ranks on this host can map: its own anonymous memory file, kept open for the life of
+/// the allocation and named nowhere in the file system, so nothing is left behind when the
+/// process ends. Over shared memory, peers read such a buffer through a mapping they make once
+/// and keep: no system call and no page pinning per call. Every rank may allocate its own.
+/// Errors: ptr NULL or size 0 (chorusInvalidArgument).
+chorusResult_t chorusMemAlloc(void** ptr, size_t size);
+/// Frees what chorusMemAlloc returned. A pointer it did not return (or one inside an
+/// allocation) is chorusInvalidArgument, a second free chorusInvalidUsage; freeing memory still
+/// registered with a communicator is chorusInvalidUsage (deregister it first). Nothing is freed
+/// on an error.
+chorusResult_t chorusMemFree(void* ptr);
+/// Registers [buff, buff + size) with `comm` and returns a handle for chorusCommDeregister.
+/// Local (not collective); the same range may be registered several times, each with its own
+/// handle. For chorusMemAlloc memory the registration pins the allocation: chorusMemFree
+/// refuses it until every handle is deregistered (or its communicator destroyed). For other
+/// memory (malloc, stack) registration only checks and records the range: peers on this host
+/// still reach it through cross-memory attach, which pins its pages for each call — the
+/// zero-copy path needs chorusMemAlloc memory.
+chorusResult_t chorusCommRegister(const chorusComm_t comm, void* buff, size_t size, void** handle);
+/// Releases a handle of chorusCommRegister. A handle that is not one of `comm`'s live
+/// registrations (NULL, garbage, another communicator's, already deregistered) is an error
+/// naming which; it is never dereferenced. chorusCommDestroy and chorusCommAbort release every
+/// handle still registered.
+chorusResult_t chorusCommDeregister(const chorusComm_t comm, void* handle);
+
 /// Creates op = sum of (scalar * input) over ranks. `scalar` has type `datatype`.
 chorusResult_t chorusRedOpCreatePreMulSum(chorusRedOp_t* op, void* scalar, chorusDataType_t datatype,
                                           chorusScalarResidence_t residence, chorusComm_t comm);

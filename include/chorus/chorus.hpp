@@ -48,6 +48,15 @@ constexpr chorusDataType_t dataTypeOf() {
   else static_assert(sizeof(T) == 0, "no chorus data type for this C++ type; use the void* API");
 }
 
+/// chorusMemAlloc: `bytes` in a segment the host's ranks can map (zero-copy over shared memory).
+inline void* memAlloc(size_t bytes) {
+  void* p = nullptr;
+  detail::check(chorusMemAlloc(&p, bytes));
+  return p;
+}
+/// chorusMemFree.
+inline void memFree(void* p) { detail::check(chorusMemFree(p)); }
+
 /// Reduction operators.
 enum class Op : int { kSum = chorusSum, kProd = chorusProd, kMax = chorusMax, kMin = chorusMin,
                       kAvg = chorusAvg };
@@ -276,6 +285,15 @@ class Comm {
     detail::check(chorusRecv(buf.data(), buf.size(), dataTypeOf<T>(), peer, c_, nullptr), c_);
   }
   void barrier() { detail::check(chorusBarrier(c_, nullptr), c_); }
+
+  /// chorusCommRegister: returns the handle for deregisterMemory().
+  void* registerMemory(void* buff, size_t bytes) {
+    void* h = nullptr;
+    detail::check(chorusCommRegister(c_, buff, bytes, &h), c_);
+    return h;
+  }
+  /// chorusCommDeregister.
+  void deregisterMemory(void* handle) { detail::check(chorusCommDeregister(c_, handle), c_); }
 
  private:
   static void requireSize(bool ok, const char* what) {

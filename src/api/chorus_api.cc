@@ -6,6 +6,8 @@
 // (counts or roots that disagree) is the executor's header check.
 #include <atomic>
 #include <cstddef>
+#include <cstdio>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -25,6 +27,7 @@
 #include "src/core/communicator.h"
 #include "transports/transport.h"
 #include "src/base/config.h"
+#include "src/base/shared_alloc.h"
 #include "src/base/logging.h"
 
 using chorus::CollArgs;
@@ -529,6 +532,48 @@ chorusComm_t adoptChild(std::unique_ptr<Communicator> child) {
   return h;
 }
 
+// Registrations (chorusCommRegister). A handle is a number, never an address: tag bits over a
+// sequence number that is never reused, so a handle is looked up, not dereferenced, and one
+// deregistered before is told apart from one never handed out.
+struct Registration {
+  chorusComm_t comm;
+  uintptr_t base;
+  size_t bytes;
+  uintptr_t segment;  // the chorusMemAlloc segment's base holding it, or 0
+};
+constexpr uintptr_t kRegTag = uintptr_t{0xc4} << 48;
+constexpr uintptr_t kRegTagMask = uintptr_t{0xffff} << 48;
+
+struct Registrations {
+  std::mutex mu;
+  std::map<uintptr_t, Registration> live;  // by handle
+  uintptr_t nextSeq = 1;
+};
+Registrations& registrations() {
+  static Registrations* r = new Registrations();  // never destroyed (see liveMu)
+  return *r;
+}
+
+std::string handleText(const void* h) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%p", h);
+  return b;
+}
+
+// chorusCommDestroy/Abort: the communicator's handles go, and with them their hold on segments.
+void releaseRegistrations(chorusComm_t comm) {
+  Registrations& r = registrations();
+  std::lock_guard<std::mutex> lock(r.mu);
+  for (auto it = r.live.begin(); it != r.live.end();) {
+    if (it->second.comm != comm) {
+      ++it;
+      continue;
+    }
+    if (it->second.segment) chorus::mem::removeRegistration(it->second.segment);
+    it = r.live.erase(it);
+  }
+}
+
 }  // namespace
 
 extern "C" {
@@ -722,6 +767,7 @@ chorusResult_t chorusCommShrink(chorusComm_t comm, const int* excludeRanks, int 
 
 static void unregister(chorusComm_t comm) {
   comm->magic.store(chorusComm::kDead, std::memory_order_release);
+  releaseRegistrations(comm);
   std::lock_guard<std::mutex> lock(liveMu());
   live().erase(comm);
   // Kept reachable for the life of the process (see chorusComm).
@@ -794,6 +840,81 @@ chorusResult_t chorusCommGetStats(const chorusComm_t comm, chorusStats_t* stats)
     std::snprintf(o.name, sizeof(o.name), "%s", name.c_str());
     o.count = count;
   }
+  return chorusSuccess;
+}
+
+chorusResult_t chorusMemAlloc(void** ptr, size_t size) {
+  if (!ptr) return report(nullptr, chorus::invalidArgument("chorusMemAlloc: ptr is NULL"));
+  *ptr = nullptr;
+  auto p = chorus::mem::allocate(size);
+  if (!p.ok()) return report(nullptr, p.status().withContext("chorusMemAlloc"));
+  *ptr = *p;
+  return chorusSuccess;
+}
+
+chorusResult_t chorusMemFree(void* ptr) {
+  Status s = chorus::mem::release(ptr);
+  if (!s.ok()) return report(nullptr, s.withContext("chorusMemFree"));
+  return chorusSuccess;
+}
+
+chorusResult_t chorusCommRegister(const chorusComm_t comm, void* buff, size_t size,
+                                  void** handle) {
+  CHORUS_CHECK(nullptr, checkComm(comm));
+  if (!handle) return report(comm, chorus::invalidArgument("chorusCommRegister: handle is NULL"));
+  *handle = nullptr;
+  if (!buff) return report(comm, chorus::invalidArgument("chorusCommRegister: buff is NULL"));
+  if (size == 0) return report(comm, chorus::invalidArgument("chorusCommRegister: size is 0"));
+  const auto base = reinterpret_cast<uintptr_t>(buff);
+  if (size > UINTPTR_MAX - base)
+    return report(comm, chorus::invalidArgument("chorusCommRegister: buff + size overflows"));
+  uintptr_t segment = 0;
+  chorus::mem::SegmentRef ref;
+  if (chorus::mem::find(buff, 0, &ref)) {
+    // Starts in a chorusMemAlloc segment: it must end there too (a range straddling a
+    // segment's end is a bug in the caller, not memory to reach two ways).
+    if (ref.offset + size > ref.bytes)
+      return report(comm, chorus::invalidArgument(
+                              "chorusCommRegister: [buff, buff + " + std::to_string(size) +
+                              ") starts " + std::to_string(ref.offset) +
+                              " bytes into a chorusMemAlloc allocation of " +
+                              std::to_string(ref.bytes) + " bytes and runs past its end"));
+    segment = ref.base;
+  }
+  Registrations& r = registrations();
+  std::lock_guard<std::mutex> lock(r.mu);
+  if (segment && !chorus::mem::addRegistration(segment))
+    return report(comm, chorus::invalidUsage("chorusCommRegister: buff's chorusMemAlloc "
+                                             "allocation was freed while being registered"));
+  const uintptr_t h = kRegTag | r.nextSeq++;
+  r.live.emplace(h, Registration{comm, base, size, segment});
+  *handle = reinterpret_cast<void*>(h);
+  return chorusSuccess;
+}
+
+chorusResult_t chorusCommDeregister(const chorusComm_t comm, void* handle) {
+  CHORUS_CHECK(nullptr, checkComm(comm));
+  if (!handle) return report(comm, chorus::invalidArgument("chorusCommDeregister: handle is NULL"));
+  const auto h = reinterpret_cast<uintptr_t>(handle);
+  Registrations& r = registrations();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.live.find(h);
+  if (it == r.live.end()) {
+    const bool ours = (h & kRegTagMask) == kRegTag && (h & ~kRegTagMask) < r.nextSeq;
+    if (ours)
+      return report(comm, chorus::invalidUsage(
+                              "chorusCommDeregister: handle " + handleText(handle) +
+                              " was already deregistered (or its communicator destroyed)"));
+    return report(comm, chorus::invalidArgument("chorusCommDeregister: handle " +
+                                                handleText(handle) +
+                                                " was not returned by chorusCommRegister"));
+  }
+  if (it->second.comm != comm)
+    return report(comm, chorus::invalidUsage("chorusCommDeregister: handle " +
+                                             handleText(handle) +
+                                             " was registered with another communicator"));
+  if (it->second.segment) chorus::mem::removeRegistration(it->second.segment);
+  r.live.erase(it);
   return chorusSuccess;
 }
 

@@ -1,6 +1,10 @@
 #include "transports/shm/shm_connection.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -9,6 +13,7 @@
 
 #include "src/base/futex.h"
 #include "src/base/logging.h"
+#include "src/base/shared_alloc.h"
 
 namespace chorus::shm {
 namespace {
@@ -80,6 +85,8 @@ ShmConnection::ShmConnection(Segment seg, int myRank, int peer, pid_t peerPid, b
 }
 
 ShmConnection::~ShmConnection() {
+  for (const PeerMapping& m : mappings_)
+    ::munmap(const_cast<std::byte*>(m.base), m.bytes);
   if (!seg_.mapped()) return;
   out_->state.fetch_or(kClosed, std::memory_order_release);
   futex::wakeAll(&out_->state);
@@ -330,23 +337,127 @@ struct CmaHandle {
   uint64_t bytes;
 };
 
+// A segment handle: a range of a chorusMemAlloc segment (see shm_connection.h).
+struct SegHandle {
+  uint64_t tag;       // kSegTag
+  int32_t pid;        // the owner, in the pid namespace both sides share (cross-memory attach
+  int32_t fd;         // works between them, which the transport checked at connect)
+  uint64_t id;        // the segment's id in the owner's process
+  uint64_t segBytes;  // the segment's whole length
+  uint64_t offset;    // the exposed range in it
+  uint64_t bytes;
+};
+static_assert(sizeof(SegHandle) <= MemHandle::kMaxBytes && sizeof(SegHandle) != sizeof(CmaHandle));
+constexpr uint64_t kSegTag = 0x6765732d73726863ull;  // "chrs-seg"
+
+std::atomic<uint64_t> segmentReadCount{0};
+
 }  // namespace
+
+bool isSegmentHandle(const MemHandle& h) {
+  uint64_t tag = 0;
+  if (h.size != sizeof(SegHandle)) return false;
+  std::memcpy(&tag, h.bytes, sizeof tag);
+  return tag == kSegTag;
+}
+
+uint64_t segmentReads() { return segmentReadCount.load(std::memory_order_relaxed); }
 
 StatusOr<MemHandle> ShmConnection::expose(const void* base, size_t bytes) {
   MemHandle h;
+  mem::SegmentRef seg;
+  if (mem::find(base, bytes, &seg)) {
+    const SegHandle s{kSegTag, static_cast<int32_t>(seg.pid), seg.fd, seg.id, seg.bytes,
+                      seg.offset, bytes};
+    h.size = sizeof s;
+    std::memcpy(h.bytes, &s, sizeof s);
+    return h;
+  }
   const CmaHandle c{reinterpret_cast<uint64_t>(base), bytes};
   h.size = sizeof c;
   std::memcpy(h.bytes, &c, sizeof c);
   return h;
 }
 
+StatusOr<const std::byte*> ShmConnection::peerSegment(int32_t fd, uint64_t id, uint64_t bytes) {
+  for (PeerMapping& m : mappings_)
+    if (m.fd == fd && m.id == id) {
+      m.lastUse = ++mapClock_;
+      return m.base;
+    }
+  const std::string what = "/proc/" + std::to_string(peerPid_) + "/fd/" + std::to_string(fd);
+  const std::string who = peerName() + ", " + what;
+  const int f = ::open(what.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f < 0) {
+    // The peer ended (ESRCH/ENOENT on its /proc entry) or closed the fd: it freed the segment
+    // while a peer could still read it, or left the call.
+    if (errno == ENOENT || errno == ESRCH)
+      return remoteError(peerName() + " no longer holds the memory segment being read "
+                                      "(it freed it or exited)");
+    return errnoStatus("open", who);
+  }
+  // The file we opened, by its own name: the owner may have recycled the fd number.
+  char link[128] = {};
+  const std::string self = "/proc/self/fd/" + std::to_string(f);
+  const ssize_t n = ::readlink(self.c_str(), link, sizeof link - 1);
+  const std::string expect = "/memfd:" + mem::segmentName(id);
+  struct stat st {};
+  const bool same = n > 0 && std::string_view(link, static_cast<size_t>(n)).starts_with(expect) &&
+                    (n == static_cast<ssize_t>(expect.size()) || link[expect.size()] == ' ') &&
+                    ::fstat(f, &st) == 0 && static_cast<uint64_t>(st.st_size) >= bytes;
+  if (!same) {
+    ::close(f);
+    return remoteError(who + " is not the memory segment " + mem::segmentName(id) + " of " +
+                       std::to_string(bytes) + " bytes it exposed (freed and replaced)");
+  }
+  void* p = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, f, 0);
+  const int err = errno;
+  ::close(f);
+  if (p == MAP_FAILED) return errnoStatus("mmap", who, err);
+  if (mappings_.size() >= kMaxPeerMappings) {
+    auto lru = std::min_element(mappings_.begin(), mappings_.end(),
+                                [](const PeerMapping& a, const PeerMapping& b) {
+                                  return a.lastUse < b.lastUse;
+                                });
+    ::munmap(const_cast<std::byte*>(lru->base), lru->bytes);
+    mappings_.erase(lru);
+  }
+  mappings_.push_back(PeerMapping{fd, id, static_cast<const std::byte*>(p), bytes, ++mapClock_});
+  return static_cast<const std::byte*>(p);
+}
+
 Status ShmConnection::read(void* dst, const MemHandle& remote, uint64_t offset, size_t bytes) {
   if (failed_) return failure_;
   if (!readOk_) return internalError(peerName() + ": cross-memory attach is not available");
+  if (isSegmentHandle(remote)) {
+    SegHandle s;
+    std::memcpy(&s, remote.bytes, sizeof s);
+    if (s.pid != static_cast<int32_t>(peerPid_))
+      return invalidUsage(peerName() + " (pid " + std::to_string(peerPid_) +
+                          ") sent a segment handle of pid " + std::to_string(s.pid));
+    if (s.offset > s.segBytes || s.bytes > s.segBytes - s.offset)
+      return invalidUsage(peerName() + " sent a segment handle whose range [" +
+                          std::to_string(s.offset) + ", +" + std::to_string(s.bytes) +
+                          ") lies outside its segment of " + std::to_string(s.segBytes));
+    if (offset > s.bytes || bytes > s.bytes - offset)
+      return invalidUsage("reading bytes [" + std::to_string(offset) + ", " +
+                          std::to_string(offset + bytes) + ") of " + peerName() +
+                          "'s memory, which exposed only " + std::to_string(s.bytes));
+    if (bytes == 0) return Status();
+    // As with cross-memory attach, a peer whose process ended is not read any more, though a
+    // mapping of its segment would still show its last bytes.
+    if (gone_) return goneWhy_;
+    std::lock_guard<std::mutex> lock(mapMu_);
+    auto base = peerSegment(s.fd, s.id, s.segBytes);
+    if (!base.ok()) return base.status();
+    std::memcpy(dst, *base + s.offset + offset, bytes);
+    segmentReadCount.fetch_add(1, std::memory_order_relaxed);
+    return Status();
+  }
   CmaHandle c;
   if (remote.size != sizeof c)
     return invalidUsage(peerName() + " sent a memory handle of " + std::to_string(remote.size) +
-                        " bytes, not a cross-memory-attach one");
+                        " bytes, neither a cross-memory-attach nor a segment one");
   std::memcpy(&c, remote.bytes, sizeof c);
   if (offset > c.bytes || bytes > c.bytes - offset)
     return invalidUsage("reading bytes [" + std::to_string(offset) + ", " +

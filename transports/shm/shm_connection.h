@@ -24,9 +24,18 @@
 // either is found by the communicator's pid liveness check, which calls peerGone(): the same
 // rule as "closed" — what it sent before it ended is still received.
 //
-// One-sided reads: expose() hands the peer a MemHandle holding the address and length of a
-// local range; read() copies from the peer's range with process_vm_readv, bounds-checked
-// against the length the peer exposed.
+// One-sided reads: expose() hands the peer a MemHandle for a local range, of one of two kinds.
+//   - A segment handle when the range lies in a chorusMemAlloc segment (src/base/shared_alloc.h):
+//     the owner's pid, the segment's fd, id and length, and the range's offset and length. The
+//     reader maps the whole segment once, read-only, through /proc/<pid>/fd/<fd> (checking the
+//     memory file's name carries the id, so a recycled fd number is refused) and keeps the
+//     mapping for later calls; a read is then a memcpy — no system call, no page pinning. The
+//     connection keeps at most kMaxPeerMappings, least recently used first out, and unmaps them
+//     when it closes.
+//   - Otherwise a cross-memory-attach handle: the range's address and length; read() copies
+//     with process_vm_readv.
+// Both are bounds-checked against the length the owner exposed. The kinds differ in size and
+// the segment handle starts with a tag word, so neither is taken for the other.
 #pragma once
 
 #include <sys/types.h>
@@ -34,6 +43,8 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <mutex>
+#include <vector>
 #include <string>
 
 #include "transports/shm/segment.h"
@@ -88,6 +99,11 @@ static_assert(sizeof(SegHeader) == 64);
 // Bytes of a pair segment.
 size_t pairSegmentBytes();
 
+// Whether `h` is a segment handle (the zero-copy kind), and how many reads this process has
+// served from mapped segments: for tests that check the zero-copy path is the one taken.
+bool isSegmentHandle(const MemHandle& h);
+uint64_t segmentReads();
+
 class ShmConnection final : public Connection {
  public:
   // `seg` is mapped; `dir` is 0 when this side created it (it produces into ring 0).
@@ -118,6 +134,15 @@ class ShmConnection final : public Connection {
 
  private:
   enum Direction : uint64_t { kSend = 0, kRecv = 1 };
+  // A peer's chorusMemAlloc segment, mapped read-only by read().
+  struct PeerMapping {
+    int32_t fd;
+    uint64_t id;
+    const std::byte* base;
+    uint64_t bytes;
+    uint64_t lastUse;
+  };
+  static constexpr size_t kMaxPeerMappings = 64;
   struct SendOp {
     const uint8_t* src;
     size_t bytes;
@@ -133,6 +158,8 @@ class ShmConnection final : public Connection {
     size_t received;
   };
 
+  // The mapping of the peer's segment (fd, id) of `bytes`, made on first use.
+  StatusOr<const std::byte*> peerSegment(int32_t fd, uint64_t id, uint64_t bytes);
   void progressSends();
   void progressRecvs();
   void checkPeerState();
@@ -165,6 +192,9 @@ class ShmConnection final : public Connection {
   bool gone_ = false;  // the peer's process has ended (peerGone)
   Status goneWhy_;
   ConnStats stats_;
+  std::mutex mapMu_;  // read() may be called from a thread other than the progressing one
+  std::vector<PeerMapping> mappings_;
+  uint64_t mapClock_ = 0;
 };
 
 }  // namespace chorus::shm

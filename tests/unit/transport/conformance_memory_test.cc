@@ -8,11 +8,14 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "src/base/shared_alloc.h"
 #include "tests/unit/transport/conformance.h"
+#include "transports/shm/shm_connection.h"
 
 namespace chorus::conformance {
 namespace {
@@ -74,6 +77,139 @@ TEST_P(ConformanceMemory, OneSidedReadThroughAnExposedRange) {
     expectTransfer(mine, reader, randomBytes(999), 77);
   }
   if (!any) GTEST_SKIP() << "neither connection can read its peer (canRead() is false)";
+}
+
+// A range of a chorusMemAlloc segment (src/base/shared_alloc.h) reads like any other; over
+// shared memory it goes the zero-copy way: a segment handle, and reads from a mapping of the
+// owner's segment (counted by shm::segmentReads), made once and reused.
+TEST_P(ConformanceMemory, OneSidedReadOfASharedSegment) {
+  Group g = connectedGroup();
+  ASSERT_TRUE(g.connected());
+  if (!g.t[0]->caps().oneSidedRead) GTEST_SKIP() << "caps().oneSidedRead is false";
+  const bool shm = std::string_view(kind().name) == "shm";
+  constexpr size_t kBytes = (3u << 20) + 5;
+  auto seg = mem::allocate(kBytes);
+  ASSERT_TRUE(seg.ok()) << seg.status().toString();
+  auto* base = static_cast<uint8_t*>(*seg);
+  const std::vector<uint8_t> data = randomBytes(kBytes);
+  std::memcpy(base, data.data(), kBytes);
+  bool any = false;
+  for (int owner = 0; owner < 2; ++owner) {
+    Connection& mine = *g.c[owner][1 - owner];
+    Connection& reader = *g.c[1 - owner][owner];
+    if (!reader.canRead()) continue;
+    any = true;
+    SCOPED_TRACE("rank " + std::to_string(1 - owner) + " reads rank " + std::to_string(owner));
+    // A range inside the segment, not at its start.
+    constexpr size_t kAt = 4096 + 17;
+    constexpr size_t kLen = kBytes - kAt - 3;
+    auto h = mine.expose(base + kAt, kLen);
+    ASSERT_TRUE(h.ok()) << h.status().toString();
+    const MemHandle handle = *h;
+    ASSERT_LE(handle.size, MemHandle::kMaxBytes);
+    if (shm) {
+      EXPECT_TRUE(shm::isSegmentHandle(handle)) << "a segment range got a CMA handle";
+    }
+    auto serving = std::make_shared<std::atomic<bool>>(true);
+    std::thread progressing([&mine, serving] {
+      while (serving->load()) {
+        mine.progress().ignore();
+        std::this_thread::yield();
+      }
+    });
+    struct Stop {
+      std::shared_ptr<std::atomic<bool>> flag;
+      std::thread& t;
+      ~Stop() { flag->store(false), t.join(); }
+    } stop{serving, progressing};
+    const uint64_t readsBefore = shm::segmentReads();
+    int reads = 0;
+    for (auto [offset, len] : {std::pair<size_t, size_t>{0, kLen}, {12345, 70001},
+                               {kLen - 1, 1}, {7, 4099}}) {
+      std::vector<uint8_t> got(len, kPoison);
+      Status st = reader.read(got.data(), handle, offset, len);
+      ASSERT_TRUE(st.ok()) << "[" << offset << ", +" << len << "): " << st.toString();
+      ++reads;
+      EXPECT_TRUE(std::equal(got.begin(), got.end(),
+                             data.begin() + static_cast<long>(kAt + offset)))
+          << "[" << offset << ", +" << len << ") read wrong bytes";
+    }
+    if (shm) {
+      EXPECT_EQ(shm::segmentReads() - readsBefore, static_cast<uint64_t>(reads));
+    }
+    // The owner writes; the reader's mapping (kept from the reads above) sees the new bytes.
+    base[kAt + 100] = static_cast<uint8_t>(data[kAt + 100] ^ 0xff);
+    uint8_t one = kPoison;
+    ASSERT_TRUE(reader.read(&one, handle, 100, 1).ok());
+    EXPECT_EQ(one, static_cast<uint8_t>(data[kAt + 100] ^ 0xff));
+    base[kAt + 100] = data[kAt + 100];
+    // Past the exposed range (though inside the segment): refused, nothing written.
+    std::vector<uint8_t> sink(64, kPoison);
+    Status past = reader.read(sink.data(), handle, kLen - 10, 11);
+    EXPECT_EQ(past.code(), Code::kInvalidUsage) << past.toString();
+    EXPECT_TRUE(std::all_of(sink.begin(), sink.end(), [](uint8_t b) { return b == kPoison; }));
+    if (shm) {
+      // A forged handle naming a segment id the owner never had: refused, not mapped.
+      MemHandle forged = handle;
+      uint64_t id = 0;
+      std::memcpy(&id, forged.bytes + 16, sizeof id);  // SegHandle::id
+      id += 1000000;
+      std::memcpy(forged.bytes + 16, &id, sizeof id);
+      Status bad = reader.read(sink.data(), forged, 0, 8);
+      EXPECT_FALSE(bad.ok()) << "a handle of a segment that does not exist was read";
+      // Malloc'd memory still gets the cross-memory-attach kind.
+      auto cma = mine.expose(data.data(), 64);
+      ASSERT_TRUE(cma.ok());
+      EXPECT_FALSE(shm::isSegmentHandle(*cma));
+    }
+  }
+  EXPECT_TRUE(mem::release(base).ok());
+  if (!any) GTEST_SKIP() << "neither connection can read its peer (canRead() is false)";
+}
+
+// Over shared memory the reader keeps its mappings of the owner's segments: a segment freed
+// and replaced (its fd number reused) is told apart by its id, and more segments than the
+// connection keeps mapped are evicted and mapped again, bytes right each time.
+TEST_P(ConformanceMemory, SharedSegmentMappingsFollowReplacementAndEviction) {
+  if (std::string_view(kind().name) != "shm") GTEST_SKIP() << "segment handles are shm's";
+  Group g = connectedGroup();
+  ASSERT_TRUE(g.connected());
+  Connection& mine = *g.c[0][1];
+  Connection& reader = *g.c[1][0];
+  if (!reader.canRead()) GTEST_SKIP() << "cross-memory attach is refused here";
+  auto readAll = [&](const uint8_t* base, size_t bytes, const std::vector<uint8_t>& expect) {
+    auto h = mine.expose(base, bytes);
+    ASSERT_TRUE(h.ok()) << h.status().toString();
+    ASSERT_TRUE(shm::isSegmentHandle(*h));
+    std::vector<uint8_t> got(bytes, kPoison);
+    Status st = reader.read(got.data(), *h, 0, bytes);
+    ASSERT_TRUE(st.ok()) << st.toString();
+    EXPECT_EQ(got, expect);
+  };
+  constexpr size_t kBytes = 8192 + 11;
+  // Replacement: the second segment most likely gets the first one's fd number.
+  for (int round = 0; round < 2; ++round) {
+    auto seg = mem::allocate(kBytes);
+    ASSERT_TRUE(seg.ok()) << seg.status().toString();
+    const std::vector<uint8_t> data = randomBytes(kBytes);
+    std::memcpy(*seg, data.data(), kBytes);
+    readAll(static_cast<uint8_t*>(*seg), kBytes, data);
+    ASSERT_TRUE(mem::release(*seg).ok());
+  }
+  // More live segments than a connection keeps mapped, read twice round.
+  constexpr int kSegments = 80;
+  std::vector<uint8_t*> segs;
+  std::vector<std::vector<uint8_t>> datas;
+  for (int i = 0; i < kSegments; ++i) {
+    auto seg = mem::allocate(kBytes);
+    ASSERT_TRUE(seg.ok()) << seg.status().toString();
+    segs.push_back(static_cast<uint8_t*>(*seg));
+    datas.push_back(randomBytes(kBytes));
+    std::memcpy(segs.back(), datas.back().data(), kBytes);
+  }
+  for (int pass = 0; pass < 2; ++pass)
+    for (int i = 0; i < kSegments; ++i) readAll(segs[i], kBytes, datas[i]);
+  for (uint8_t* p : segs) EXPECT_TRUE(mem::release(p).ok());
 }
 
 // ---- The host window ------------------------------------------------------------------------
