@@ -1,36 +1,44 @@
 #include "transports/ibverbs/ib_transport.h"
 
 #include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <condition_variable>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "src/base/logging.h"
 #include "transports/ibverbs/ib_connection.h"
 #include "transports/ibverbs/ib_device.h"
 #include "transports/ibverbs/qp_setup.h"
 #include "transports/ibverbs/verbs_api.h"
-#include "transports/tcp/tcp_transport.h"
+#include "src/base/socket_util.h"
 
 namespace chorus::ib {
 namespace {
 
-// The endpoint blob: magic, version, rank, link layer, communicator id, then the side
-// channel's tcp endpoint.
+// The endpoint blob: magic, version, rank, link layer, communicator id, then the address of
+// the side channel's listening socket.
 constexpr uint32_t kBlobMagic = 0x56424943;  // "CIBV"
 constexpr uint32_t kBlobVersion = 1;
 constexpr size_t kBlobHeaderBytes = 4 + 4 + 4 + 4 + 8;
-// Tags of the two side-channel records.
-constexpr Tag kInfoTag = 1;
-constexpr Tag kReadyTag = 2;
+constexpr int kListenBacklog = 1024;
+// A dialer refused for this long has exited (its listener was up when the blob was published).
+constexpr double kRefusedGraceSeconds = 1.0;
+// The acceptor's bound on one handshake, so that one silent dialer cannot hold up the others.
+constexpr double kHandshakeSeconds = 10.0;
 
 struct Endpoint {
   int rank = -1;
   bool ethernet = false;
   uint64_t commId = 0;
-  EndpointBlob tcp;
+  net::SockAddr side;
 };
 
 template <typename T>
@@ -54,7 +62,8 @@ EndpointBlob encode(const Endpoint& e) {
   put<int32_t>(b, e.rank);
   put<uint32_t>(b, e.ethernet ? 1 : 0);
   put<uint64_t>(b, e.commId);
-  b.insert(b.end(), e.tcp.begin(), e.tcp.end());
+  const std::vector<uint8_t> addr = net::encodeAddress(e.side);
+  b.insert(b.end(), addr.begin(), addr.end());
   return b;
 }
 
@@ -69,36 +78,35 @@ StatusOr<Endpoint> decode(const EndpointBlob& b) {
   e.rank = get<int32_t>(b, 8);
   e.ethernet = get<uint32_t>(b, 12) != 0;
   e.commId = get<uint64_t>(b, 16);
-  e.tcp.assign(b.begin() + kBlobHeaderBytes, b.end());
+  CHORUS_ASSIGN_OR_RETURN(e.side, net::decodeAddress(b.data() + kBlobHeaderBytes,
+                                                     b.size() - kBlobHeaderBytes));
   return e;
 }
 
-// Sends `out` and receives `in` (of in->size() bytes) on the side channel, bounded.
-Status exchange(Connection& c, const std::vector<uint8_t>& out, std::vector<uint8_t>* in,
-                Tag tag, net::Deadline deadline) {
-  CHORUS_ASSIGN_OR_RETURN(Op s, c.postSend(out.data(), out.size(), tag));
-  CHORUS_ASSIGN_OR_RETURN(Op r, c.postRecv(in->data(), in->size(), tag));
-  bool sent = false, got = false;
-  for (;;) {
-    if (!sent) CHORUS_RETURN_IF_ERROR(c.test(s, &sent));
-    if (!got) CHORUS_RETURN_IF_ERROR(c.test(r, &got));
-    if (sent && got) return Status();
-    const auto now = net::Clock::now();
-    if (now >= deadline)
-      return timeoutError("the queue-pair handshake with rank " + std::to_string(c.peer()) +
-                          " did not finish in time");
-    pollfd p{-1, 0, 0};
-    c.pollInfo(&p.fd, &p.events);
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
-    ::poll(&p, p.fd >= 0 ? 1 : 0, static_cast<int>(std::min<int64_t>(left, 100)));
-  }
-}
-
+// The handshake over the side channel, the lower rank dialing the higher:
+//   dialer -> acceptor   QpInfo (the dialer's queue pair, in INIT)
+//   acceptor             RTR, RTS toward it
+//   acceptor -> dialer   QpInfo (the acceptor's, now able to receive)
+//   dialer               RTR, RTS
+//   dialer -> acceptor   one byte: the dialer can receive too
+// The acceptor's side runs on the transport's listener thread, whatever connect() call its
+// rank is in: no order of connect() calls over the ranks can wait in a cycle. Neither end
+// writes on the queue pair before the other can receive.
 class IbTransport final : public Transport {
  public:
-  IbTransport(const TransportContext& ctx, NicShare share, std::unique_ptr<Transport> side)
-      : ctx_(ctx), share_(std::move(share)), side_(std::move(side)) {}
+  IbTransport(const TransportContext& ctx, NicShare share, const net::SockAddr& listenAddr)
+      : ctx_(ctx), share_(std::move(share)), listenAddr_(listenAddr) {}
+
+  ~IbTransport() override {
+    stop_ = true;
+    if (listener_.joinable()) {
+      const uint64_t one = 1;
+      if (::write(wake_.get(), &one, sizeof one) < 0) {
+        // The listener notices stop_ within its poll slice instead.
+      }
+      listener_.join();
+    }
+  }
 
   std::string_view name() const override { return "ibverbs"; }
   TransportCaps caps() const override { return {}; }
@@ -118,10 +126,15 @@ class IbTransport final : public Transport {
       e.rank = ctx_.rank;
       e.ethernet = share_.nic->port().ethernet;
       e.commId = ctx_.commId;
-      Status s = side_->listen(&e.tcp);
-      if (!s.ok()) return s.withContext("ibverbs side channel of rank " +
-                                        std::to_string(ctx_.rank));
+      auto fd = net::listenOn(listenAddr_, kListenBacklog, &e.side);
+      if (!fd.ok()) return fd.status().withContext(me() + ": side channel");
+      listenFd_ = net::Fd(*fd);
+      const int wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+      if (wake < 0) return errnoStatus("eventfd", me() + ": side channel");
+      wake_ = net::Fd(wake);
+      listener_ = std::thread([this] { serve(); });
       blob_ = encode(e);
+      CHORUS_LOG(INFO, NET) << me() << " side channel listening on " << e.side.toString();
     }
     *out = blob_;
     return Status();
@@ -129,49 +142,147 @@ class IbTransport final : public Transport {
 
   StatusOr<std::unique_ptr<Connection>> connect(int peer, const EndpointBlob& peerBlob,
                                                 double timeoutSeconds) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    const std::string me = "ibverbs: rank " + std::to_string(ctx_.rank);
-    if (blob_.empty()) return invalidUsage(me + ": connect() called before listen()");
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (blob_.empty()) return invalidUsage(me() + ": connect() called before listen()");
+    }
     if (peer < 0 || peer == ctx_.rank || peer >= ctx_.nranks)
-      return invalidArgument(me + ": cannot connect to rank " + std::to_string(peer));
+      return invalidArgument(me() + ": cannot connect to rank " + std::to_string(peer));
     auto e = decode(peerBlob);
-    if (!e.ok()) return e.status().withContext(me + ", endpoint of rank " + std::to_string(peer));
+    if (!e.ok())
+      return e.status().withContext(me() + ", endpoint of rank " + std::to_string(peer));
     if (e->rank != peer)
-      return invalidArgument(me + ": the endpoint given for rank " + std::to_string(peer) +
+      return invalidArgument(me() + ": the endpoint given for rank " + std::to_string(peer) +
                              " is rank " + std::to_string(e->rank) + "'s");
     if (e->commId != ctx_.commId)
-      return invalidArgument(me + ": the endpoint of rank " + std::to_string(peer) +
+      return invalidArgument(me() + ": the endpoint of rank " + std::to_string(peer) +
                              " belongs to another communicator (a stale or foreign endpoint)");
     const net::Deadline deadline = net::deadlineIn(timeoutSeconds);
-    CHORUS_ASSIGN_OR_RETURN(auto conn,
-                            IbConnection::create(share_, ctx_.commId, ctx_.rank, peer));
-    CHORUS_ASSIGN_OR_RETURN(auto side, side_->connect(peer, e->tcp, timeoutSeconds));
-    std::vector<uint8_t> theirs(QpInfo::kWireBytes);
-    CHORUS_RETURN_IF_ERROR(
-        exchange(*side, conn->localInfo().encode(), &theirs, kInfoTag, deadline));
-    const std::string from = "rank " + std::to_string(peer);
-    CHORUS_ASSIGN_OR_RETURN(QpInfo remote, QpInfo::decode(theirs, from));
-    CHORUS_RETURN_IF_ERROR(conn->connectTo(remote));
-    // Both queue pairs can receive once both ends got here.
-    std::vector<uint8_t> ready(1, 1), peerReady(1);
-    CHORUS_RETURN_IF_ERROR(exchange(*side, ready, &peerReady, kReadyTag, deadline));
-    CHORUS_LOG(INFO, NET) << me << " queue pair " << remote.qpn << " of rank " << peer
-                          << " connected (" << share_.nic->name() << ", "
-                          << (remote.ethernet ? "RoCE" : "InfiniBand") << ")";
-    return std::unique_ptr<Connection>(std::move(conn));
+    std::unique_ptr<IbConnection> c;
+    if (ctx_.rank < peer) {
+      CHORUS_ASSIGN_OR_RETURN(c, dial(peer, e->side, deadline));
+    } else {
+      CHORUS_ASSIGN_OR_RETURN(c, awaitDialer(peer, deadline));
+    }
+    CHORUS_LOG(INFO, NET) << me() << " queue pair to rank " << peer << " ready ("
+                          << (share_.nic->port().ethernet ? "RoCE" : "InfiniBand") << ")";
+    return std::unique_ptr<Connection>(std::move(c));
   }
 
   StatusOr<std::unique_ptr<Transport>> forSplit(const TransportContext& child) override {
-    CHORUS_ASSIGN_OR_RETURN(auto side, side_->forSplit(child));
-    return std::unique_ptr<Transport>(new IbTransport(child, share_, std::move(side)));
+    net::SockAddr addr = listenAddr_;
+    addr.setPort(0);
+    return std::unique_ptr<Transport>(new IbTransport(child, share_, addr));
   }
 
  private:
+  std::string me() const { return "ibverbs: rank " + std::to_string(ctx_.rank); }
+
+  StatusOr<std::unique_ptr<IbConnection>> dial(int peer, const net::SockAddr& addr,
+                                               net::Deadline deadline) {
+    const std::string who = "rank " + std::to_string(peer);
+    CHORUS_ASSIGN_OR_RETURN(auto conn,
+                            IbConnection::create(share_, ctx_.commId, ctx_.rank, peer));
+    CHORUS_ASSIGN_OR_RETURN(
+        int raw, net::connectTo(addr, deadline, net::deadlineIn(kRefusedGraceSeconds)));
+    net::Fd fd(raw);
+    const std::vector<uint8_t> mine = conn->localInfo().encode();
+    CHORUS_RETURN_IF_ERROR(net::sendAll(fd.get(), mine.data(), mine.size(), deadline,
+                                        "queue-pair record to " + who));
+    std::vector<uint8_t> theirs(QpInfo::kWireBytes);
+    CHORUS_RETURN_IF_ERROR(net::recvAll(fd.get(), theirs.data(), theirs.size(), deadline,
+                                        "queue-pair record from " + who));
+    CHORUS_ASSIGN_OR_RETURN(QpInfo remote, QpInfo::decode(theirs, who));
+    CHORUS_RETURN_IF_ERROR(conn->connectTo(remote));
+    const uint8_t ready = 1;
+    CHORUS_RETURN_IF_ERROR(net::sendAll(fd.get(), &ready, 1, deadline, "ready to " + who));
+    return conn;
+  }
+
+  StatusOr<std::unique_ptr<IbConnection>> awaitDialer(int peer, net::Deadline deadline) {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      auto it = accepted_.find(peer);
+      if (it != accepted_.end()) {
+        Accepted a = std::move(it->second);
+        accepted_.erase(it);
+        if (!a.status.ok()) return a.status;
+        return std::move(a.conn);
+      }
+      if (cv_.wait_until(lock, deadline) == std::cv_status::timeout &&
+          accepted_.count(peer) == 0)
+        return timeoutError(me() + ": rank " + std::to_string(peer) +
+                            " did not complete the queue-pair handshake in time");
+    }
+  }
+
+  // The listener thread: answers dialers one at a time until the transport goes.
+  void serve() {
+    while (!stop_) {
+      pollfd p[2] = {{listenFd_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
+      if (::poll(p, 2, 100) <= 0 || !(p[0].revents & POLLIN)) continue;
+      net::SockAddr from;
+      auto fd = net::acceptOne(listenFd_.get(), net::deadlineIn(1), &from);
+      if (!fd.ok()) continue;
+      net::Fd conn(*fd);
+      int rank = -1;
+      auto made = answer(conn.get(), &rank);
+      std::lock_guard<std::mutex> lock(mu_);
+      if (rank < 0) {
+        CHORUS_LOG(WARN, NET) << me() << ": side channel from " << from.toString()
+                              << " refused: " << made.status().message();
+        continue;
+      }
+      Accepted& a = accepted_[rank];
+      if (made.ok()) {
+        a.conn = std::move(made).value();
+      } else {
+        a.status = made.status();
+      }
+      cv_.notify_all();
+    }
+  }
+
+  // One dialer's handshake; *rank is the dialer's once its record was read and is a rank of
+  // this communicator.
+  StatusOr<std::unique_ptr<IbConnection>> answer(int fd, int* rank) {
+    const net::Deadline deadline = net::deadlineIn(kHandshakeSeconds);
+    std::vector<uint8_t> theirs(QpInfo::kWireBytes);
+    CHORUS_RETURN_IF_ERROR(
+        net::recvAll(fd, theirs.data(), theirs.size(), deadline, "a queue-pair record"));
+    CHORUS_ASSIGN_OR_RETURN(QpInfo remote, QpInfo::decode(theirs, "a dialer"));
+    if (remote.commId != ctx_.commId || remote.rank < 0 || remote.rank >= ctx_.rank)
+      return invalidArgument("a queue-pair record of rank " + std::to_string(remote.rank) +
+                             " of another communicator, or not a lower rank");
+    *rank = remote.rank;
+    const std::string who = "rank " + std::to_string(remote.rank);
+    CHORUS_ASSIGN_OR_RETURN(auto conn,
+                            IbConnection::create(share_, ctx_.commId, ctx_.rank, remote.rank));
+    CHORUS_RETURN_IF_ERROR(conn->connectTo(remote));
+    const std::vector<uint8_t> mine = conn->localInfo().encode();
+    CHORUS_RETURN_IF_ERROR(
+        net::sendAll(fd, mine.data(), mine.size(), deadline, "queue-pair record to " + who));
+    uint8_t ready = 0;
+    CHORUS_RETURN_IF_ERROR(net::recvAll(fd, &ready, 1, deadline, "ready from " + who));
+    return conn;
+  }
+
   const TransportContext ctx_;
   const NicShare share_;
-  std::unique_ptr<Transport> side_;
-  std::mutex mu_;  // serialises listen() and connect()
+  const net::SockAddr listenAddr_;
+  std::mutex mu_;
+  std::condition_variable cv_;
   EndpointBlob blob_;
+  net::Fd listenFd_;
+  net::Fd wake_;  // written by the destructor: the listener stops at once
+  std::thread listener_;
+  std::atomic<bool> stop_{false};
+  // Handshakes the listener thread finished (or failed), until connect() asks for them.
+  struct Accepted {
+    Status status;
+    std::unique_ptr<IbConnection> conn;
+  };
+  std::map<int, Accepted> accepted_;
 };
 
 // unavailable() returns a C string that must outlive the call: each distinct reason is kept.
@@ -215,7 +326,6 @@ StatusOr<std::unique_ptr<Transport>> createIb(const TransportContext& ctx) {
                                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
                                            static_cast<size_t>(page));
   CHORUS_ASSIGN_OR_RETURN(net::SockAddr addr, net::chooseLocalAddress(ctx.root));
-  auto side = makeTcpTransport(ctx.rank, ctx.commId, addr);
   std::string unused;
   for (size_t i = 1; i < ports.size(); ++i)
     unused += (unused.empty() ? "" : ", ") + ports[i].device + ":" + std::to_string(ports[i].port);
@@ -226,7 +336,7 @@ StatusOr<std::unique_ptr<Transport>> createIb(const TransportContext& ctx) {
                                                        : std::string("InfiniBand"))
                         << ")" << (unused.empty() ? "" : "; one port per transport, unused: ")
                         << unused;
-  return std::unique_ptr<Transport>(new IbTransport(ctx, std::move(share), std::move(side)));
+  return std::unique_ptr<Transport>(new IbTransport(ctx, std::move(share), addr));
 }
 
 CHORUS_REGISTER_TRANSPORT({

@@ -9,11 +9,12 @@
 // elsewhere unavailable() says why (no library, no device, no active port, a bad setting) and
 // CHORUS_TRANSPORT=ibverbs fails with that reason.
 //
-// Setup. listen() publishes a small header (rank, communicator, link layer) and the endpoint of
-// a TCP side channel (a tcp transport of the transport's own). connect() creates the queue pair
-// for the peer (INIT), exchanges QpInfo records (qp_setup.h) over the side channel, moves the
-// queue pair to RTR and RTS, and exchanges one more record so that neither end writes before
-// the other's queue pair can receive; the side channel's connection is then closed.
+// Setup. listen() publishes a small header (rank, communicator, link layer) and the address of
+// a TCP side channel the transport listens on. For each pair the lower rank dials the higher
+// one's side channel; the two exchange QpInfo records (qp_setup.h) and move their queue pairs
+// INIT->RTR->RTS so that neither writes before the other can receive; the socket is then
+// closed. The higher rank answers on a listener thread of its transport, whatever connect()
+// call it is in, so ranks may connect in any order without waiting in a cycle.
 //
 // One port per transport: the first active port CHORUS_IB_HCA accepts (NCCL_IB_HCA's syntax).
 // Several NICs would take one queue pair per NIC per peer and stripe large messages over them;
