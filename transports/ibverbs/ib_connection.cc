@@ -231,7 +231,7 @@ StatusOr<Op> IbConnection::postSend(const void* src, size_t bytes, Tag tag) {
   r.data = const_cast<void*>(src);
   r.bytes = bytes;
   r.tag = tag;
-  CHORUS_ASSIGN_OR_RETURN(r.reg, share_.cache->acquire(src, bytes));
+  CHORUS_ASSIGN_OR_RETURN(r.reg, cache(0).acquire(src, bytes));
   ops_[0].push_back(std::move(r));
   const uint64_t seq = posted_[0]++;
   return Op{((seq + 1) << 1) | 0};
@@ -247,7 +247,7 @@ StatusOr<Op> IbConnection::postRecv(void* dst, size_t bytes, Tag tag) {
   r.data = dst;
   r.bytes = bytes;
   r.tag = tag;
-  CHORUS_ASSIGN_OR_RETURN(r.reg, share_.cache->acquire(dst, bytes));
+  CHORUS_ASSIGN_OR_RETURN(r.reg, cache(1).acquire(dst, bytes));
   ops_[1].push_back(std::move(r));
   const uint64_t seq = posted_[1]++;
   return Op{((seq + 1) << 1) | 1};
@@ -343,7 +343,7 @@ Status IbConnection::pollCompletions() {
       if (wrKind(w.wr_id) == ImmKind::kData && (w.wr_id & kLastBit)) {
         const uint64_t seq = wrSeq(w.wr_id);
         Rec& r = ops_[0][seq - base_[0]];
-        share_.cache->release(r.reg);
+        cache(0).release(r.reg);
         r.done = true;
         stats_.bytesSent += r.bytes;
       }
@@ -374,7 +374,7 @@ void IbConnection::handleImmediate(uint32_t imm) {
         return;
       }
       Rec& r = ops_[1][received_ - base_[1]];
-      share_.cache->release(r.reg);
+      cache(1).release(r.reg);
       r.done = true;
       stats_.bytesRecv += r.bytes;
       ++received_;
@@ -481,10 +481,10 @@ void IbConnection::retire() {
 }
 
 void IbConnection::failUnfinished(const Status& why) {
-  for (auto& q : ops_)
-    for (Rec& r : q) {
+  for (int d = 0; d < 2; ++d)
+    for (Rec& r : ops_[d]) {
       if (r.done) continue;
-      share_.cache->release(r.reg);
+      cache(d).release(r.reg);
       r.done = true;
       r.status = why;
     }
@@ -562,8 +562,8 @@ IbConnection::~IbConnection() {
   if (connected_ && !failed_ && !gone_ && !closedByPeer_)
     sendControl(ImmKind::kClose, 0, sendsIssued_, "");
   if (qp_) api_.destroy_qp(qp_);
-  for (auto& q : ops_)
-    for (Rec& r : q) share_.cache->release(r.reg);
+  for (int d = 0; d < 2; ++d)
+    for (Rec& r : ops_[d]) cache(d).release(r.reg);
   inbox_.reset();
   outbox_.reset();
   if (cq_) {

@@ -43,10 +43,13 @@
 
 namespace chorus::ib {
 
-/// What a connection shares with its transport: the opened port and its registration cache.
+/// What a connection shares with its transport: the opened port and its registration caches,
+/// one for send buffers (local read only: a read-only buffer can be sent, and no peer can
+/// write into it) and one for receive buffers (written by the peer).
 struct NicShare {
   std::shared_ptr<Nic> nic;
-  std::shared_ptr<RegCache> cache;
+  std::shared_ptr<RegCache> sendCache;
+  std::shared_ptr<RegCache> recvCache;
 };
 
 /// The immediate's layout: kind in the top two bits, the op's sequence number below.
@@ -108,6 +111,9 @@ class IbConnection final : public Connection {
   Status issue();
   Status sendData(uint64_t seq, Rec& r, const Advert& a);
   Rec* find(const Op& op);
+  RegCache& cache(int direction) const {
+    return direction == 0 ? *share_.sendCache : *share_.recvCache;
+  }
   void retire();
   void fail(const Status& why);
   void failUnfinished(const Status& why);

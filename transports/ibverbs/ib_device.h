@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "src/base/status.h"
-#include "transports/ibverbs/verbs_api.h"
+#include "src/base/verbs_api.h"
 
 namespace chorus::ib {
 

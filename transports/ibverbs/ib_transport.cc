@@ -17,7 +17,7 @@
 #include "transports/ibverbs/ib_connection.h"
 #include "transports/ibverbs/ib_device.h"
 #include "transports/ibverbs/qp_setup.h"
-#include "transports/ibverbs/verbs_api.h"
+#include "src/base/verbs_api.h"
 #include "src/base/socket_util.h"
 
 namespace chorus::ib {
@@ -322,9 +322,11 @@ StatusOr<std::unique_ptr<Transport>> createIb(const TransportContext& ctx) {
   NicShare share;
   CHORUS_ASSIGN_OR_RETURN(share.nic, Nic::open(*api, ports.front(), settings));
   const long page = ::sysconf(_SC_PAGESIZE);
-  share.cache = std::make_shared<RegCache>(*api, share.nic->pd(),
-                                           IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
-                                           static_cast<size_t>(page));
+  share.sendCache =
+      std::make_shared<RegCache>(*api, share.nic->pd(), 0, static_cast<size_t>(page));
+  share.recvCache = std::make_shared<RegCache>(
+      *api, share.nic->pd(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+      static_cast<size_t>(page));
   CHORUS_ASSIGN_OR_RETURN(net::SockAddr addr, net::chooseLocalAddress(ctx.root));
   std::string unused;
   for (size_t i = 1; i < ports.size(); ++i)

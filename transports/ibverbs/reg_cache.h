@@ -19,7 +19,7 @@
 #include <mutex>
 
 #include "src/base/status.h"
-#include "transports/ibverbs/verbs_api.h"
+#include "src/base/verbs_api.h"
 
 namespace chorus::ib {
 

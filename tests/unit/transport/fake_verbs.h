@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "transports/ibverbs/verbs_api.h"
+#include "src/base/verbs_api.h"
 
 namespace chorus::ib::fake {
 

@@ -1,4 +1,6 @@
-#include "transports/ibverbs/verbs_api.h"
+#include "src/base/verbs_api.h"
+
+#ifdef CHORUS_HAVE_IBVERBS
 
 #include <dlfcn.h>
 
@@ -81,3 +83,5 @@ const VerbsApi* verbs(std::string* why) {
 void setVerbsForTesting(const VerbsApi* api) { testApi.store(api); }
 
 }  // namespace chorus::ib
+
+#endif  // CHORUS_HAVE_IBVERBS

@@ -1,14 +1,16 @@
-// The verbs control calls chorus makes, as a table of function pointers: the real one comes
-// from libibverbs.so.1 opened with dlopen at run time (so a chorus build with the rdma-core
-// headers runs, and loads, on machines without the library), a test installs a fake one.
+// The verbs calls chorus makes outside the data path, as a table of function pointers: the real
+// one comes from libibverbs.so.1 opened with dlopen at run time (so a chorus built with the
+// rdma-core headers loads and runs on machines without the library), a test installs a fake
+// one. The one place chorus loads libibverbs: the topology's ibverbs detector and the ibverbs
+// transport both go through it. Built with CHORUS_HAVE_IBVERBS only (it needs the headers).
 //
 // The data-path calls (ibv_post_send, ibv_post_recv, ibv_poll_cq, ibv_req_notify_cq) are not
 // in the table: verbs.h makes them inline calls through the ops of the context a device was
 // opened with, so whatever context open_device returned serves them too (a fake context fills
 // its ops with fakes).
-//
-// Internal to transports/ibverbs/.
 #pragma once
+
+#ifdef CHORUS_HAVE_IBVERBS
 
 #include <infiniband/verbs.h>
 
@@ -47,8 +49,10 @@ struct VerbsApi {
 /// nullptr when the library cannot be loaded or lacks an entry point; *why then says which.
 const VerbsApi* verbs(std::string* why);
 
-/// Makes verbs() return `api` (nullptr: back to the library). For tests, before any transport
-/// of the kind exists.
+/// Makes verbs() return `api` (nullptr: back to the library). For tests, before any verbs
+/// object is made.
 void setVerbsForTesting(const VerbsApi* api);
 
 }  // namespace chorus::ib
+
+#endif  // CHORUS_HAVE_IBVERBS
