@@ -27,7 +27,7 @@ constexpr EnvVar kVars[] = {
     {"CHORUS_SOCKET_IFNAME", "", "network interfaces for TCP: prefixes, comma-separated; ^ excludes, = exact (default: the interface that reaches the root, else the first non-loopback)"},
     {"CHORUS_SOCKET_FAMILY", "", "AF_INET or AF_INET6 to force the address family of TCP sockets"},
     {"CHORUS_UCX_ERR_MODE", "auto", "UCX endpoints' error handling: peer (a broken link fails the connection; UCX then uses no shared memory), none (shared memory allowed; a dead peer is found by chorus's liveness check), auto: peer for other hosts and for same-host peers when UCX_TLS allows no shared memory, none otherwise"},
-    {"CHORUS_IB_HCA", "", "ibverbs transport (experimental): RDMA ports to use, NCCL_IB_HCA syntax: device[:port] items, comma-separated, matched as prefixes; ^ excludes, = exact names (default: the first active port)"},
+    {"CHORUS_IB_HCA", "", "ibverbs transport (experimental): RDMA ports to use, NCCL_IB_HCA syntax: device[:port] items, comma-separated, matched as prefixes; ^ excludes, = exact names (default: every active port); a rank uses the (CHORUS_LOCAL_RANK mod count)-th"},
     {"CHORUS_IB_GID_INDEX", "0", "ibverbs transport: GID table index of the port (RoCE: picks the RoCE version and address; InfiniBand: unused unless routed)"},
     {"CHORUS_IB_TC", "0", "ibverbs transport: traffic class of RoCE packets (the GRH's)"},
     {"CHORUS_IB_SL", "0", "ibverbs transport: InfiniBand service level"},

@@ -71,8 +71,9 @@ const char* wcStatusName(ibv_wc_status s) {
   }
 }
 
+// Connections are made on callers' threads and on the transport's listener thread at once.
 uint32_t randomPsn() {
-  static std::mt19937 gen{std::random_device{}()};
+  thread_local std::mt19937 gen{std::random_device{}()};
   return static_cast<uint32_t>(gen()) & 0xFFFFFF;
 }
 
@@ -313,8 +314,11 @@ Status IbConnection::progress() {
   return Status();
 }
 
+// Takes every completion there is. The first failed one fails the connection, but only after
+// the whole batch was taken: what arrived before it still completes its op.
 Status IbConnection::pollCompletions() {
   ibv_wc wc[kPollBatch];
+  Status broken;
   for (;;) {
     const int n = ibv_poll_cq(cq_, kPollBatch, wc);
     if (n < 0)
@@ -325,17 +329,18 @@ Status IbConnection::pollCompletions() {
       const bool recv = (w.wr_id & kRecvBit) != 0;
       if (!recv) --sqOutstanding_;
       if (w.status != IBV_WC_SUCCESS) {
-        if (failed_ || gone_ || closedByPeer_) continue;  // flushed after the end was known
-        return remoteError(me() + ": the queue pair to rank " + std::to_string(peer_) +
-                           " failed (" + wcStatusName(w.status) + ", vendor error " +
-                           std::to_string(w.vendor_err) + "): rank " + std::to_string(peer_) +
-                           " is gone or unreachable");
+        if (failed_ || gone_ || closedByPeer_ || !broken.ok()) continue;  // flushed, or after
+        broken = remoteError(me() + ": the queue pair to rank " + std::to_string(peer_) +
+                             " failed (" + wcStatusName(w.status) + ", vendor error " +
+                             std::to_string(w.vendor_err) + "): rank " + std::to_string(peer_) +
+                             " is gone or unreachable");
+        continue;
       }
       if (recv) {
         if (!(w.wc_flags & IBV_WC_WITH_IMM))
           return internalError(me() + ": a completion without immediate from rank " +
                                std::to_string(peer_));
-        CHORUS_RETURN_IF_ERROR(postReceives(1));
+        if (broken.ok()) CHORUS_RETURN_IF_ERROR(postReceives(1));
         handleImmediate(ntohl(w.imm_data));
         if (failed_) return failure_;
         continue;
@@ -348,7 +353,7 @@ Status IbConnection::pollCompletions() {
         stats_.bytesSent += r.bytes;
       }
     }
-    if (n < kPollBatch) return Status();
+    if (n < kPollBatch) return broken;
   }
 }
 
@@ -540,14 +545,10 @@ Status IbConnection::cancel(const Status& why) {
 
 void IbConnection::peerGone(const Status& why) {
   if (failed_ || gone_) return;
-  // What the peer delivered before it went is in the completion queue: take it first.
-  if (connected_) {
-    Status s = pollCompletions();
-    if (!s.ok()) {
-      fail(s);
-      return;
-    }
-  }
+  // What the peer delivered before it went is in the completion queue: take it first. Its
+  // queue pair's failure, if already seen, is the same news: ops fail with `why`.
+  if (connected_) pollCompletions().ignore();
+  if (failed_) return;
   gone_ = true;
   goneWhy_ = why;
   failUnfinished(why);

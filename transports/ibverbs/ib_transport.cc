@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "src/base/config.h"
 #include "src/base/logging.h"
 #include "transports/ibverbs/ib_connection.h"
 #include "transports/ibverbs/ib_device.h"
@@ -319,8 +320,14 @@ StatusOr<std::unique_ptr<Transport>> createIb(const TransportContext& ctx) {
     });
   }
   CHORUS_ASSIGN_OR_RETURN(auto ports, findPorts(*api, settings.hca));
+  // Several accepted ports: the ranks of a host take turns, by local rank.
+  size_t pick = 0;
+  if (ports.size() > 1 && config::isSet("CHORUS_LOCAL_RANK")) {
+    CHORUS_ASSIGN_OR_RETURN(int64_t localRank, config::getInt("CHORUS_LOCAL_RANK"));
+    if (localRank >= 0) pick = static_cast<size_t>(localRank) % ports.size();
+  }
   NicShare share;
-  CHORUS_ASSIGN_OR_RETURN(share.nic, Nic::open(*api, ports.front(), settings));
+  CHORUS_ASSIGN_OR_RETURN(share.nic, Nic::open(*api, ports[pick], settings));
   const long page = ::sysconf(_SC_PAGESIZE);
   share.sendCache =
       std::make_shared<RegCache>(*api, share.nic->pd(), 0, static_cast<size_t>(page));
@@ -329,14 +336,16 @@ StatusOr<std::unique_ptr<Transport>> createIb(const TransportContext& ctx) {
       static_cast<size_t>(page));
   CHORUS_ASSIGN_OR_RETURN(net::SockAddr addr, net::chooseLocalAddress(ctx.root));
   std::string unused;
-  for (size_t i = 1; i < ports.size(); ++i)
+  for (size_t i = 0; i < ports.size(); ++i) {
+    if (i == pick) continue;
     unused += (unused.empty() ? "" : ", ") + ports[i].device + ":" + std::to_string(ports[i].port);
+  }
   CHORUS_LOG(INFO, NET) << "ibverbs (experimental, not verified on hardware): rank " << ctx.rank
                         << " uses " << share.nic->name() << " through " << api->origin << " ("
                         << (share.nic->port().ethernet ? "RoCE, GID index " +
                                                              std::to_string(settings.gidIndex)
                                                        : std::string("InfiniBand"))
-                        << ")" << (unused.empty() ? "" : "; one port per transport, unused: ")
+                        << ")" << (unused.empty() ? "" : "; one port per rank, others: ")
                         << unused;
   return std::unique_ptr<Transport>(new IbTransport(ctx, std::move(share), addr));
 }

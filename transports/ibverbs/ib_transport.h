@@ -16,9 +16,10 @@
 // closed. The higher rank answers on a listener thread of its transport, whatever connect()
 // call it is in, so ranks may connect in any order without waiting in a cycle.
 //
-// One port per transport: the first active port CHORUS_IB_HCA accepts (NCCL_IB_HCA's syntax).
-// Several NICs would take one queue pair per NIC per peer and stripe large messages over them;
-// not done (the INFO log names the accepted ports left unused).
+// One port per rank: of the active ports CHORUS_IB_HCA accepts (NCCL_IB_HCA's syntax), the
+// (CHORUS_LOCAL_RANK mod count)-th, so the ranks of a host spread over its NICs. One rank
+// using several NICs at once would take one queue pair per NIC per peer and stripe large
+// messages over them; not done (the INFO log names the ports left to other ranks).
 //
 // Fork: with CHORUS_IB_FORK_INIT=1 (the default) the first transport calls ibv_fork_init()
 // before it opens a device, so pages registered here stay the parent's after a fork. Even so a

@@ -366,11 +366,15 @@ struct Pair {
   std::vector<ConnPtr> c;  // c[0]: rank 0's to rank 1; c[1]: rank 1's to rank 0
 };
 
-Pair makePair() {
+// `localRanks`: CHORUS_LOCAL_RANK while each rank's transport is made (empty: unset).
+Pair makePair(std::vector<std::string> localRanks = {}) {
   Pair p;
   const uint64_t comm = randomU64();
   std::vector<EndpointBlob> blobs(2);
   for (int r = 0; r < 2; ++r) {
+    std::unique_ptr<ScopedEnv> local;
+    if (!localRanks.empty())
+      local = std::make_unique<ScopedEnv>("CHORUS_LOCAL_RANK", localRanks[r].c_str());
     auto t = ibKind().create(contextOf(r, 2, comm));
     EXPECT_TRUE(t.ok()) << t.status().toString();
     if (!t.ok()) return p;
@@ -423,6 +427,21 @@ TEST(IbHandshake, EachQueuePairGoesInitRtrRtsTowardTheOther) {
   }
 }
 
+TEST(IbHandshake, RanksOfAHostSpreadOverItsPortsByLocalRank) {
+  ib::fake::Options o;
+  o.devices = 2;
+  ScopedFake fake(o);
+  Pair p = makePair({"2", "3"});
+  ASSERT_EQ(p.c.size(), 2u);
+  const ib::VerbsApi* api = ib::verbs(nullptr);
+  ASSERT_NE(api, nullptr);
+  EXPECT_STREQ(api->get_device_name(ibConn(p.c[0]).qp()->context->device), "fake_0");
+  EXPECT_STREQ(api->get_device_name(ibConn(p.c[1]).qp()->context->device), "fake_1");
+  // The fake delivers only to the LID of the device the peer's queue pair lives on.
+  expectTransfer(*p.c[0], *p.c[1], randomBytes(10000), 1);
+  expectTransfer(*p.c[1], *p.c[0], randomBytes(10), 2);
+}
+
 TEST(IbProtocol, MoreMessagesThanSlotsAndChunkedWritesArriveInOrder) {
   ib::fake::Options o;
   o.maxMsg = 4096;  // every message above 4 KiB goes in several writes
@@ -434,7 +453,11 @@ TEST(IbProtocol, MoreMessagesThanSlotsAndChunkedWritesArriveInOrder) {
   std::vector<std::vector<uint8_t>> out, in;
   std::vector<Pending> ops;
   for (int i = 0; i < kCount; ++i) {
-    out.push_back(randomBytes(i % 7 == 0 ? 0 : static_cast<size_t>(i * 977 % 20000)));
+    // The last one, 1 MiB, needs more 4 KiB writes than the send queue holds.
+    const size_t n = i == kCount - 1 ? size_t{1} << 20
+                     : i % 7 == 0    ? 0
+                                     : static_cast<size_t>(i * 977 % 20000);
+    out.push_back(randomBytes(n));
     in.emplace_back(out.back().size(), kPoison);
   }
   for (int i = 0; i < kCount; ++i) {
