@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "chorus/chorus.h"
 #include "src/core/peers.h"
 #include "tests/unit/transport/conformance.h"
 #include "tests/unit/transport/fake_verbs.h"
@@ -601,6 +602,72 @@ TEST(IbProtocol, DestroyingEverythingLeavesNoVerbsObject) {
   EXPECT_EQ(after.channels, before.channels);
   EXPECT_EQ(after.pds, before.pds);
   EXPECT_EQ(after.contexts, before.contexts);
+}
+
+
+// ---- Communicators over the fake ---------------------------------------------------------------
+
+// One rank of a communicator over ibverbs alone: collectives at a few sizes, values checked.
+std::string runRank(chorusUniqueId id, int rank, int n) {
+  chorusComm_t comm = nullptr;
+  if (chorusCommInitRank(&comm, n, id, rank) != chorusSuccess)
+    return std::string("rank ") + std::to_string(rank) + ": init: " + chorusGetLastError(nullptr);
+  std::string failure;
+  auto expect = [&](bool ok, const std::string& what) {
+    if (!ok && failure.empty()) failure = "rank " + std::to_string(rank) + ": " + what;
+  };
+  for (size_t count : {size_t{1}, size_t{1000}, size_t{200000}}) {
+    const std::string at = " of " + std::to_string(count) + ": ";
+    std::vector<int32_t> in(count), out(count, -7);
+    for (size_t i = 0; i < count; ++i) in[i] = static_cast<int32_t>(i * 3 + rank);
+    expect(chorusAllReduce(in.data(), out.data(), count, chorusInt32, chorusSum, comm,
+                           nullptr) == chorusSuccess,
+           "allreduce" + at + chorusGetLastError(nullptr));
+    for (size_t i = 0; i < count; ++i)
+      if (out[i] != static_cast<int32_t>(n * i * 3 + n * (n - 1) / 2)) {
+        expect(false, "allreduce" + at + "element " + std::to_string(i));
+        break;
+      }
+    std::vector<int32_t> all(count * static_cast<size_t>(n), -7);
+    expect(chorusAllGather(in.data(), all.data(), count, chorusInt32, comm, nullptr) ==
+               chorusSuccess,
+           "allgather" + at + chorusGetLastError(nullptr));
+    for (int r = 0; r < n; ++r)
+      if (all[static_cast<size_t>(r) * count + count - 1] !=
+          static_cast<int32_t>((count - 1) * 3 + static_cast<size_t>(r)))
+        expect(false, "allgather" + at + "block " + std::to_string(r));
+    std::vector<int32_t> b(count, rank == 1 ? 42 : 0);
+    expect(chorusBroadcast(b.data(), b.data(), count, chorusInt32, 1, comm, nullptr) ==
+               chorusSuccess,
+           "broadcast" + at + chorusGetLastError(nullptr));
+    expect(b.front() == 42 && b.back() == 42, "broadcast" + at + "value");
+  }
+  chorusCommDestroy(comm);
+  return failure;
+}
+
+// Three ranks (not a power of two) as threads of this process, the tuner's picks and then
+// each message-based algorithm forced in turn.
+TEST(IbCommunicator, CollectivesOverTheFakeWithRanksAsThreads) {
+  ScopedEnv only("CHORUS_TRANSPORT", "ibverbs");
+  constexpr int kRanks = 3;
+  for (const char* algo :
+       {"", "allreduce:ring,allgather:ring,broadcast:chain",
+        "allreduce:recursive_doubling,broadcast:binomial", "allreduce:rabenseifner",
+        "allreduce:tree", "allreduce:oneshot"}) {
+    SCOPED_TRACE(std::string("CHORUS_ALGO=") + algo);
+    ScopedEnv forced("CHORUS_ALGO", algo);
+    chorusUniqueId id{};
+    ASSERT_EQ(chorusGetUniqueId(&id), chorusSuccess);
+    std::vector<std::future<std::string>> ranks;
+    for (int r = 0; r < kRanks; ++r)
+      ranks.push_back(onThread([id, r] { return runRank(id, r, kRanks); }));
+    for (int r = 0; r < kRanks; ++r) {
+      auto failure = joinWithin(ranks[r], std::chrono::seconds(60), "rank " + std::to_string(r));
+      ASSERT_TRUE(failure.has_value());
+      EXPECT_EQ(*failure, "");
+    }
+  }
 }
 
 }  // namespace
