@@ -15,11 +15,11 @@
 
 #include "src/base/config.h"
 #include "src/base/logging.h"
+#include "src/base/socket_util.h"
+#include "src/base/verbs_api.h"
 #include "transports/ibverbs/ib_connection.h"
 #include "transports/ibverbs/ib_device.h"
 #include "transports/ibverbs/qp_setup.h"
-#include "src/base/verbs_api.h"
-#include "src/base/socket_util.h"
 
 namespace chorus::ib {
 namespace {
