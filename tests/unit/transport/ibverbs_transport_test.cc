@@ -607,7 +607,8 @@ TEST(IbProtocol, DestroyingEverythingLeavesNoVerbsObject) {
 
 // ---- Communicators over the fake ---------------------------------------------------------------
 
-// One rank of a communicator over ibverbs alone: collectives at a few sizes, values checked.
+// One rank of a communicator over ibverbs alone: all-reduce, all-gather, broadcast,
+// reduce-scatter, all-to-all and barrier at a few sizes, values checked.
 std::string runRank(chorusUniqueId id, int rank, int n) {
   chorusComm_t comm = nullptr;
   if (chorusCommInitRank(&comm, n, id, rank) != chorusSuccess)
@@ -641,6 +642,24 @@ std::string runRank(chorusUniqueId id, int rank, int n) {
                chorusSuccess,
            "broadcast" + at + chorusGetLastError(nullptr));
     expect(b.front() == 42 && b.back() == 42, "broadcast" + at + "value");
+    // Block j of every rank's input goes to rank j: reduce-scattered and all-to-all'd.
+    std::vector<int32_t> blocks(count * static_cast<size_t>(n));
+    for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = static_cast<int32_t>(i + 10 * rank);
+    std::vector<int32_t> mine(count, -7), exchanged(blocks.size(), -7);
+    expect(chorusReduceScatter(blocks.data(), mine.data(), count, chorusInt32, chorusSum, comm,
+                               nullptr) == chorusSuccess,
+           "reducescatter" + at + chorusGetLastError(nullptr));
+    const size_t first = static_cast<size_t>(rank) * count;
+    expect(mine[0] == static_cast<int32_t>(n * first + 10 * n * (n - 1) / 2),
+           "reducescatter" + at + "value");
+    expect(chorusAllToAll(blocks.data(), exchanged.data(), count, chorusInt32, comm, nullptr) ==
+               chorusSuccess,
+           "alltoall" + at + chorusGetLastError(nullptr));
+    for (int r = 0; r < n; ++r)
+      expect(exchanged[static_cast<size_t>(r) * count] == static_cast<int32_t>(first + 10 * r),
+             "alltoall" + at + "block from rank " + std::to_string(r));
+    expect(chorusBarrier(comm, nullptr) == chorusSuccess,
+           "barrier: " + std::string(chorusGetLastError(nullptr)));
   }
   chorusCommDestroy(comm);
   return failure;
@@ -652,9 +671,9 @@ TEST(IbCommunicator, CollectivesOverTheFakeWithRanksAsThreads) {
   ScopedEnv only("CHORUS_TRANSPORT", "ibverbs");
   constexpr int kRanks = 3;
   for (const char* algo :
-       {"", "allreduce:ring,allgather:ring,broadcast:chain",
+       {"", "allreduce:ring,allgather:ring,broadcast:chain,reducescatter:ring",
         "allreduce:recursive_doubling,broadcast:binomial", "allreduce:rabenseifner",
-        "allreduce:tree", "allreduce:oneshot"}) {
+        "allreduce:tree,alltoall:pairwise", "allreduce:oneshot"}) {
     SCOPED_TRACE(std::string("CHORUS_ALGO=") + algo);
     ScopedEnv forced("CHORUS_ALGO", algo);
     chorusUniqueId id{};
