@@ -28,6 +28,13 @@ constexpr EnvVar kVars[] = {
     {"CHORUS_SOCKET_FAMILY", "", "AF_INET or AF_INET6 to force the address family of TCP sockets"},
     {"CHORUS_UCX_ONESIDED", "auto", "whether UCX connections offer one-sided reads (ucp_get through ucp_mem_map/ucp_rkey_pack handles) to the direct algorithms: auto (only with an RDMA-class device, where reads need nothing of the peer), on (also elsewhere: UCX then emulates the reads with messages the peer's progress serves), off"},
     {"CHORUS_UCX_ERR_MODE", "auto", "UCX endpoints' error handling: peer (a broken link fails the connection; UCX then uses no shared memory), none (shared memory allowed; a dead peer is found by chorus's liveness check), auto: peer for other hosts and for same-host peers when UCX_TLS allows no shared memory, none otherwise"},
+    {"CHORUS_IB_HCA", "", "ibverbs transport (experimental): RDMA ports to use, NCCL_IB_HCA syntax: device[:port] items, comma-separated, matched as prefixes; ^ excludes, = exact names (default: every active port); a rank uses the (CHORUS_LOCAL_RANK mod count)-th"},
+    {"CHORUS_IB_GID_INDEX", "0", "ibverbs transport: GID table index of the port (RoCE: picks the RoCE version and address; InfiniBand: unused unless routed)"},
+    {"CHORUS_IB_TC", "0", "ibverbs transport: traffic class of RoCE packets (the GRH's)"},
+    {"CHORUS_IB_SL", "0", "ibverbs transport: InfiniBand service level"},
+    {"CHORUS_IB_TIMEOUT", "20", "ibverbs transport: queue pairs' local ACK timeout, 4.096 us * 2^value (1-31)"},
+    {"CHORUS_IB_RETRY_CNT", "7", "ibverbs transport: queue pairs' transport retry count (0-7)"},
+    {"CHORUS_IB_FORK_INIT", "1", "ibverbs transport: 1 calls ibv_fork_init() before the first device is opened, so a forked child does not corrupt registered memory; 0 leaves fork safety to the application (see README)"},
     {"CHORUS_CONNECT", "eager", "eager: connect every pair of ranks when the communicator is created (a failure anywhere reaches every rank directly); lazy: connect a pair at its first message (fewer sockets for large jobs)"},
     // Collectives
     {"CHORUS_ALGO", "", "force algorithms: 'ring' or per collective 'allreduce:ring,broadcast:chain'"},

@@ -1,15 +1,17 @@
 // The ibverbs detector: state, link layer and active speed x width of every RDMA port, from
-// libibverbs.so.1 loaded with dlopen (the types come from the rdma-core headers, so it is built
-// only with CHORUS_HAVE_IBVERBS). It refines the ports sysfs found and adds those it missed.
+// libibverbs.so.1 loaded with dlopen through the verbs table (src/base/verbs_api.h; the types
+// come from the rdma-core headers, so it is built only with CHORUS_HAVE_IBVERBS). It refines
+// the ports sysfs found and adds those it missed.
 #include "src/topology/detect_internal.h"
 
 #ifdef CHORUS_HAVE_IBVERBS
-#include <dlfcn.h>
 #include <infiniband/verbs.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+
+#include "src/base/verbs_api.h"
 
 namespace chorus::topo::detail {
 namespace {
@@ -43,26 +45,19 @@ int ibvLanes(uint8_t width) {
 
 DetectorReport detectIbverbs(const DetectOptions& o, Inventory& inv) {
   DetectorReport r{"ibverbs", DetectorState::kUnavailable, ""};
-  void* lib = ::dlopen("libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    r.detail = "dlopen(libibverbs.so.1): " + dlerrorText() + "; RDMA ports from sysfs only";
+  std::string why;
+  const ib::VerbsApi* api = ib::verbs(&why);
+  if (!api) {
+    r.detail = why + "; RDMA ports from sysfs only";
     return r;
   }
-  struct Close {
-    void* lib;
-    ~Close() { ::dlclose(lib); }
-  } close{lib};
-  auto getList = symbol<ibv_device** (*)(int*)>(lib, "ibv_get_device_list");
-  auto freeList = symbol<void (*)(ibv_device**)>(lib, "ibv_free_device_list");
-  auto getName = symbol<const char* (*)(ibv_device*)>(lib, "ibv_get_device_name");
-  auto open = symbol<ibv_context* (*)(ibv_device*)>(lib, "ibv_open_device");
-  auto closeDev = symbol<int (*)(ibv_context*)>(lib, "ibv_close_device");
-  auto queryDevice = symbol<int (*)(ibv_context*, ibv_device_attr*)>(lib, "ibv_query_device");
-  auto queryPort = symbol<int (*)(ibv_context*, uint8_t, ibv_port_attr*)>(lib, "ibv_query_port");
-  if (!getList || !freeList || !getName || !open || !closeDev || !queryDevice || !queryPort) {
-    r.detail = "libibverbs.so.1 lacks a verbs entry point";
-    return r;
-  }
+  auto getList = api->get_device_list;
+  auto freeList = api->free_device_list;
+  auto getName = api->get_device_name;
+  auto open = api->open_device;
+  auto closeDev = api->close_device;
+  auto queryDevice = api->query_device;
+  auto queryPort = api->query_port;
   int num = 0;
   errno = 0;
   ibv_device** list = getList(&num);

@@ -1,0 +1,62 @@
+// A fake libibverbs for the ibverbs transport's tests: a verbs table (transports/ibverbs/
+// verbs_api.h) whose devices, queue pairs and completion queues live in this process, and
+// whose RDMA writes really move bytes between two queue pairs' registered memory.
+//
+// It checks what hardware would refuse, so a protocol bug fails a test instead of passing:
+// state transitions and their attribute masks; that the two ends of a pair name each other
+// (queue pair numbers, LID for InfiniBand, GID for RoCE), agree on PSNs and path MTU; that
+// every local and remote range lies in a live registration with the right key and access;
+// send and receive queue depths (an entry is free once its completion is polled); and that a
+// write with immediate finds a posted receive (the transport never relies on RNR retries;
+// rnrViolations() counts the times it would have).
+//
+// One mutex guards the whole fake: writes are synchronous, done under it by the posting
+// thread, completions appear on the peer's queue before ibv_post_send returns.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <vector>
+
+#include "src/base/verbs_api.h"
+
+namespace chorus::ib::fake {
+
+struct Options {
+  bool nullList = false;  ///< get_device_list returns NULL with errno listErrno
+  int listErrno = ENOSYS;
+  int devices = 1;
+  bool ethernet = false;  ///< RoCE ports instead of InfiniBand
+  bool portActive = true;
+  ibv_mtu mtu = IBV_MTU_4096;
+  uint32_t maxMsg = 1u << 31;  ///< the port's max_msg_sz (small: the transport must chunk)
+};
+
+/// Sets the options and makes the fake the transport's verbs (setVerbsForTesting).
+void install(const Options& o = Options());
+const Options& options();
+
+/// Objects made and not yet destroyed.
+struct Live {
+  int contexts = 0, pds = 0, mrs = 0, cqs = 0, channels = 0, qps = 0;
+};
+Live live();
+
+/// Every modify_qp call, in order.
+struct ModifyCall {
+  uint32_t qpn;
+  ibv_qp_attr attr;
+  int mask;
+};
+std::vector<ModifyCall> modifyCalls();
+
+int rnrViolations();
+int forkInitCalls();
+
+/// The queue pair vanishes from the fabric as if its host died: writes to it fail with
+/// IBV_WC_RETRY_EXC_ERR, nothing is flushed on its side.
+void unplug(uint32_t qpn);
+
+}  // namespace chorus::ib::fake
