@@ -1,0 +1,561 @@
+#include "tools/chorus-sim/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <queue>
+#include <unordered_map>
+
+namespace chorus::sim {
+
+namespace {
+
+using sched::StepKind;
+
+bool isSendLike(StepKind k) { return k == StepKind::kSend || k == StepKind::kNotify; }
+
+enum class FlowKind : uint8_t { kMessage, kGet, kMemory };
+
+struct Flow {
+  double remaining = 0;
+  double rate = 0;
+  double cap = kUnlimited;
+  double latencyUs = 0;
+  std::vector<int> resources;
+  int64_t step = -1;
+  uint64_t conn = 0;  // kMessage: the ordered pair
+  FlowKind kind = FlowKind::kMemory;
+  bool frozen = false;
+};
+
+enum class TimerKind : uint8_t { kDeliver, kReadArrived, kAwaitDone };
+
+struct Timer {
+  double at;
+  uint64_t seq;
+  TimerKind kind;
+  int64_t step;   // the step it completes (the receive, the get, the await)
+  int64_t cause;  // the step that caused it (the send, the signal)
+  bool operator>(const Timer& o) const { return at != o.at ? at > o.at : seq > o.seq; }
+};
+
+class Sim {
+ public:
+  Sim(const Machine& m, std::span<const exec::Plan* const> plans, const EngineOptions& o)
+      : m_(m), plans_(plans), opt_(o) {}
+
+  StatusOr<Result> run();
+
+ private:
+  struct Action {
+    bool finish;  // false: start
+    int64_t step;
+    int64_t cause;
+  };
+
+  int rankOf(int64_t g) const {
+    return static_cast<int>(std::upper_bound(offset_.begin(), offset_.end(), g) -
+                            offset_.begin()) - 1;
+  }
+  const sched::Step& stepOf(int64_t g, int* rank = nullptr) const {
+    const int r = rankOf(g);
+    if (rank) *rank = r;
+    return plans_[static_cast<size_t>(r)]
+        ->schedule.steps[static_cast<size_t>(g - offset_[static_cast<size_t>(r)])];
+  }
+  std::string where(int64_t g) const {
+    int r = 0;
+    const sched::Step& s = stepOf(g, &r);
+    std::string w = "rank " + std::to_string(r) + " step " +
+                    std::to_string(g - offset_[static_cast<size_t>(r)]) + " (" +
+                    sched::stepKindName(s.kind);
+    if (s.peer >= 0) w += " peer " + std::to_string(s.peer);
+    return w + ")";
+  }
+
+  Status match();
+  void start(int64_t g, int64_t cause);
+  void finish(int64_t g, int64_t cause);
+  void startFlow(Flow f);
+  void activate(int id);
+  void bandwidthDone(int id);
+  void memoryFlow(int64_t g, double bytes);
+  void receive(int64_t g);  // the message has arrived and the step has started
+  void addTimer(double at, TimerKind kind, int64_t step, int64_t cause);
+  void signalDone(int rank);
+  void shareRates();
+
+  const Machine& m_;
+  std::span<const exec::Plan* const> plans_;
+  EngineOptions opt_;
+
+  std::vector<int64_t> offset_;  // first global step id of each rank, plus the total
+  std::vector<uint32_t> pending_;
+  std::vector<double> readyUs_, arrivedUs_, startUs_, doneUs_;
+  std::vector<int64_t> cause_, arrivedCause_, partner_;
+
+  std::vector<Flow> flows_;
+  std::vector<int> freeFlows_, active_;
+  std::unordered_map<uint64_t, std::deque<int>> connQueue_;
+  std::unordered_map<uint64_t, bool> connBusy_;
+  std::priority_queue<Timer, std::vector<Timer>, std::greater<Timer>> timers_;
+  uint64_t timerSeq_ = 0;
+  std::deque<Action> actions_;
+
+  std::vector<std::vector<int64_t>> signals_;  // per rank: its signal steps in order
+  std::vector<std::vector<int64_t>> waiters_;  // per rank: awaits on it not yet satisfied
+
+  std::vector<double> resLeft_;
+  std::vector<int> resUnfrozen_;
+  std::vector<int> touched_;
+  bool dirty_ = false;
+  double now_ = 0;
+  Result res_;
+};
+
+Status Sim::match() {
+  const size_t n = plans_.size();
+  std::vector<std::unordered_map<int, int>> slotOf(n);
+  for (size_t r = 0; r < n; ++r)
+    for (size_t s = 0; s < plans_[r]->peers.size(); ++s)
+      slotOf[r][plans_[r]->peers[s].rank] = static_cast<int>(s);
+  for (size_t r = 0; r < n; ++r) {
+    for (const exec::Plan::Peer& p : plans_[r]->peers) {
+      const size_t q = static_cast<size_t>(p.rank);
+      auto it = slotOf[q].find(static_cast<int>(r));
+      const std::string pair = "rank " + std::to_string(r) + " -> rank " + std::to_string(q);
+      if (it == slotOf[q].end()) {
+        if (p.sends.empty()) continue;
+        return invalidArgument(pair + ": rank " + std::to_string(q) +
+                               " has no steps with rank " + std::to_string(r));
+      }
+      const exec::Plan::Peer& back = plans_[q]->peers[static_cast<size_t>(it->second)];
+      if (p.sends.size() != back.recvs.size())
+        return invalidArgument(pair + ": " + std::to_string(p.sends.size()) +
+                               " messages sent, " + std::to_string(back.recvs.size()) +
+                               " received");
+      for (size_t k = 0; k < p.sends.size(); ++k) {
+        const int64_t s = offset_[r] + p.sends[k];
+        const int64_t d = offset_[q] + back.recvs[k];
+        const sched::Step& ss = stepOf(s);
+        const sched::Step& ds = stepOf(d);
+        const bool zeroS = ss.kind == StepKind::kNotify, zeroD = ds.kind == StepKind::kWait;
+        if (zeroS != zeroD || (!zeroS && ss.a.bytes != ds.dst.bytes))
+          return invalidArgument(pair + ": message " + std::to_string(k) + " is " + where(s) +
+                                 " but " + where(d) + " (" + std::to_string(ss.a.bytes) +
+                                 " vs " + std::to_string(ds.dst.bytes) + " bytes)");
+        partner_[static_cast<size_t>(s)] = d;
+        partner_[static_cast<size_t>(d)] = s;
+      }
+    }
+  }
+  return Status();
+}
+
+void Sim::addTimer(double at, TimerKind kind, int64_t step, int64_t cause) {
+  timers_.push({at, timerSeq_++, kind, step, cause});
+}
+
+void Sim::startFlow(Flow f) {
+  res_.flows++;
+  int id;
+  if (!freeFlows_.empty()) {
+    id = freeFlows_.back();
+    freeFlows_.pop_back();
+    flows_[static_cast<size_t>(id)] = std::move(f);
+  } else {
+    id = static_cast<int>(flows_.size());
+    flows_.push_back(std::move(f));
+  }
+  Flow& fl = flows_[static_cast<size_t>(id)];
+  if (fl.kind == FlowKind::kMessage) {
+    if (connBusy_[fl.conn]) {
+      connQueue_[fl.conn].push_back(id);
+      return;
+    }
+    connBusy_[fl.conn] = true;
+  }
+  activate(id);
+}
+
+void Sim::activate(int id) {
+  Flow& f = flows_[static_cast<size_t>(id)];
+  bool limited = f.cap < kUnlimited;
+  for (int r : f.resources) limited = limited || m_.capacity(r) < kUnlimited;
+  if (f.remaining <= 0 || !limited) {
+    f.remaining = 0;
+    bandwidthDone(id);
+    return;
+  }
+  active_.push_back(id);
+  dirty_ = true;
+}
+
+void Sim::bandwidthDone(int id) {
+  Flow f = std::move(flows_[static_cast<size_t>(id)]);
+  freeFlows_.push_back(id);
+  switch (f.kind) {
+    case FlowKind::kMessage: {
+      actions_.push_back({true, f.step, -1});
+      addTimer(now_ + f.latencyUs, TimerKind::kDeliver, partner_[static_cast<size_t>(f.step)],
+               f.step);
+      auto q = connQueue_.find(f.conn);
+      if (q != connQueue_.end() && !q->second.empty()) {
+        const int next = q->second.front();
+        q->second.pop_front();
+        activate(next);
+      } else {
+        connBusy_[f.conn] = false;
+      }
+      break;
+    }
+    case FlowKind::kGet:
+      addTimer(now_ + f.latencyUs, TimerKind::kReadArrived, f.step, -1);
+      break;
+    case FlowKind::kMemory: actions_.push_back({true, f.step, -1}); break;
+  }
+}
+
+void Sim::memoryFlow(int64_t g, double bytes) {
+  int r = 0;
+  stepOf(g, &r);
+  Flow f;
+  f.kind = FlowKind::kMemory;
+  f.step = g;
+  f.remaining = bytes;
+  f.resources = {m_.memory(r)};
+  startFlow(std::move(f));
+}
+
+void Sim::receive(int64_t g) {
+  const size_t i = static_cast<size_t>(g);
+  if (arrivedUs_[i] >= readyUs_[i]) cause_[i] = arrivedCause_[i];
+  startUs_[i] = now_;
+  const sched::Step& s = stepOf(g);
+  if (s.kind == StepKind::kRecvReduce)
+    memoryFlow(g, opt_.reduceTraffic * static_cast<double>(s.dst.bytes));
+  else
+    actions_.push_back({true, g, -2});
+}
+
+void Sim::start(int64_t g, int64_t cause) {
+  const size_t i = static_cast<size_t>(g);
+  int r = 0;
+  const sched::Step& s = stepOf(g, &r);
+  readyUs_[i] = startUs_[i] = now_;
+  cause_[i] = cause;
+  switch (s.kind) {
+    case StepKind::kSend:
+    case StepKind::kNotify: {
+      Route route = m_.route(r, s.peer);
+      Flow f;
+      f.kind = FlowKind::kMessage;
+      f.step = g;
+      f.remaining = s.kind == StepKind::kSend ? static_cast<double>(s.a.bytes) : 0;
+      f.cap = route.cap;
+      f.latencyUs = route.latencyUs;
+      f.resources = std::move(route.resources);
+      f.conn = static_cast<uint64_t>(r) * plans_.size() + static_cast<uint64_t>(s.peer);
+      startFlow(std::move(f));
+      break;
+    }
+    case StepKind::kRecv:
+    case StepKind::kRecvReduce:
+    case StepKind::kWait:
+      if (arrivedUs_[i] >= 0) receive(g);
+      break;
+    case StepKind::kGet:
+    case StepKind::kGetReduce: {
+      Route route = m_.route(s.peer, r);
+      Flow f;
+      f.kind = FlowKind::kGet;
+      f.step = g;
+      f.remaining = static_cast<double>(s.a.bytes);
+      f.cap = route.cap;
+      f.latencyUs = route.latencyUs;
+      f.resources = std::move(route.resources);
+      startFlow(std::move(f));
+      break;
+    }
+    case StepKind::kCopy:
+      memoryFlow(g, opt_.copyTraffic * static_cast<double>(s.dst.bytes));
+      break;
+    case StepKind::kReduce:
+      memoryFlow(g, opt_.reduceTraffic * static_cast<double>(s.dst.bytes));
+      break;
+    case StepKind::kQuantize:
+    case StepKind::kDequantize:
+    case StepKind::kRequantize:
+      memoryFlow(g, opt_.copyTraffic * static_cast<double>(std::max(s.a.bytes, s.dst.bytes)));
+      break;
+    case StepKind::kSignal:
+      signals_[static_cast<size_t>(r)].push_back(g);
+      actions_.push_back({true, g, -2});
+      signalDone(r);
+      break;
+    case StepKind::kAwait: {
+      const auto& sig = signals_[static_cast<size_t>(s.peer)];
+      if (sig.size() >= s.target) {
+        const int64_t by = sig[s.target - 1];
+        const double at = doneUs_[static_cast<size_t>(by)] + m_.route(s.peer, r).latencyUs;
+        if (at > now_) cause_[i] = by;
+        addTimer(std::max(at, now_), TimerKind::kAwaitDone, g, at > now_ ? by : cause);
+      } else {
+        waiters_[static_cast<size_t>(s.peer)].push_back(g);
+      }
+      break;
+    }
+  }
+}
+
+void Sim::signalDone(int rank) {
+  auto& w = waiters_[static_cast<size_t>(rank)];
+  const auto& sig = signals_[static_cast<size_t>(rank)];
+  for (size_t k = 0; k < w.size();) {
+    int r = 0;
+    const sched::Step& s = stepOf(w[k], &r);
+    if (sig.size() >= s.target) {
+      const int64_t by = sig[s.target - 1];
+      addTimer(now_ + m_.route(rank, r).latencyUs, TimerKind::kAwaitDone, w[k], by);
+      w[k] = w.back();
+      w.pop_back();
+    } else {
+      ++k;
+    }
+  }
+}
+
+void Sim::finish(int64_t g, int64_t cause) {
+  const size_t i = static_cast<size_t>(g);
+  if (cause >= 0) cause_[i] = cause;
+  doneUs_[i] = now_;
+  int r = 0;
+  stepOf(g, &r);
+  const exec::Plan& p = *plans_[static_cast<size_t>(r)];
+  const uint32_t local = static_cast<uint32_t>(g - offset_[static_cast<size_t>(r)]);
+  for (uint32_t k = p.depStart[local]; k < p.depStart[local + 1]; ++k) {
+    const int64_t d = offset_[static_cast<size_t>(r)] + p.dependents[k];
+    if (--pending_[static_cast<size_t>(d)] == 0) actions_.push_back({false, d, g});
+  }
+}
+
+// Max-min fair rates by progressive filling over the active flows.
+void Sim::shareRates() {
+  res_.events++;
+  for (int r : touched_) resUnfrozen_[static_cast<size_t>(r)] = 0;
+  touched_.clear();
+  for (int id : active_) {
+    Flow& f = flows_[static_cast<size_t>(id)];
+    f.rate = 0;
+    f.frozen = false;
+    for (int r : f.resources) {
+      const size_t ri = static_cast<size_t>(r);
+      if (resUnfrozen_[ri]++ == 0) {
+        touched_.push_back(r);
+        resLeft_[ri] = m_.capacity(r);
+      }
+    }
+  }
+  size_t unfrozen = active_.size();
+  while (unfrozen > 0) {
+    double delta = kUnlimited;
+    for (int r : touched_) {
+      const size_t ri = static_cast<size_t>(r);
+      if (resUnfrozen_[ri] > 0) delta = std::min(delta, resLeft_[ri] / resUnfrozen_[ri]);
+    }
+    for (int id : active_) {
+      const Flow& f = flows_[static_cast<size_t>(id)];
+      if (!f.frozen) delta = std::min(delta, f.cap - f.rate);
+    }
+    for (int id : active_) {
+      Flow& f = flows_[static_cast<size_t>(id)];
+      if (f.frozen) continue;
+      f.rate += delta;
+      for (int r : f.resources) resLeft_[static_cast<size_t>(r)] -= delta;
+    }
+    // Freeze flows at their ceiling or on a full resource (all of them, should rounding leave
+    // none to freeze: the loop must end).
+    const size_t before = unfrozen;
+    for (int id : active_) {
+      Flow& f = flows_[static_cast<size_t>(id)];
+      if (f.frozen) continue;
+      bool stop = f.rate >= f.cap * (1 - 1e-12);
+      for (int r : f.resources) {
+        const size_t ri = static_cast<size_t>(r);
+        stop = stop || resLeft_[ri] <= m_.capacity(r) * 1e-12;
+      }
+      if (!stop) continue;
+      f.frozen = true;
+      --unfrozen;
+      for (int r : f.resources) --resUnfrozen_[static_cast<size_t>(r)];
+    }
+    if (unfrozen == before) {
+      for (int id : active_) {
+        Flow& f = flows_[static_cast<size_t>(id)];
+        if (f.frozen) continue;
+        f.frozen = true;
+        for (int r : f.resources) --resUnfrozen_[static_cast<size_t>(r)];
+      }
+      unfrozen = 0;
+    }
+  }
+  // resUnfrozen_ is 0 everywhere now; count flows per resource again for the busy time.
+  for (int id : active_)
+    for (int r : flows_[static_cast<size_t>(id)].resources) ++resUnfrozen_[static_cast<size_t>(r)];
+  dirty_ = false;
+}
+
+StatusOr<Result> Sim::run() {
+  const size_t n = plans_.size();
+  if (n != static_cast<size_t>(m_.nranks()))
+    return invalidArgument("simulate: " + std::to_string(n) + " plans for a machine of " +
+                           std::to_string(m_.nranks()) + " ranks");
+  offset_.assign(n + 1, 0);
+  for (size_t r = 0; r < n; ++r)
+    offset_[r + 1] = offset_[r] + static_cast<int64_t>(plans_[r]->schedule.steps.size());
+  const size_t total = static_cast<size_t>(offset_[n]);
+  pending_.resize(total);
+  readyUs_.assign(total, -1);
+  arrivedUs_.assign(total, -1);
+  startUs_.assign(total, -1);
+  doneUs_.assign(total, -1);
+  cause_.assign(total, -1);
+  arrivedCause_.assign(total, -1);
+  partner_.assign(total, -1);
+  signals_.assign(n, {});
+  waiters_.assign(n, {});
+  const size_t nres = static_cast<size_t>(m_.numResources());
+  resLeft_.assign(nres, 0);
+  resUnfrozen_.assign(nres, 0);
+  res_.resourceBytes.assign(nres, 0);
+  res_.resourceBusyUs.assign(nres, 0);
+  CHORUS_RETURN_IF_ERROR(match());
+
+  for (size_t r = 0; r < n; ++r) {
+    const exec::Plan& p = *plans_[r];
+    for (size_t i = 0; i < p.depCount.size(); ++i) {
+      pending_[static_cast<size_t>(offset_[r]) + i] = p.depCount[i];
+      if (p.depCount[i] == 0) actions_.push_back({false, offset_[r] + static_cast<int64_t>(i), -1});
+    }
+  }
+
+  for (;;) {
+    while (!actions_.empty()) {
+      const Action a = actions_.front();
+      actions_.pop_front();
+      if (a.finish)
+        finish(a.step, a.cause);
+      else
+        start(a.step, a.cause);
+    }
+    if (dirty_) shareRates();
+    double next = kUnlimited;
+    for (int id : active_) {
+      const Flow& f = flows_[static_cast<size_t>(id)];
+      if (f.rate > 0) next = std::min(next, now_ + f.remaining / f.rate);
+    }
+    const double timerAt = timers_.empty() ? kUnlimited : timers_.top().at;
+    const double t = std::min(next, timerAt);
+    if (t == kUnlimited) break;
+    const double dt = t - now_;
+    if (dt > 0) {
+      for (int id : active_) {
+        Flow& f = flows_[static_cast<size_t>(id)];
+        f.remaining -= f.rate * dt;
+        for (int r : f.resources) res_.resourceBytes[static_cast<size_t>(r)] += f.rate * dt;
+      }
+      for (int r : touched_)
+        if (resUnfrozen_[static_cast<size_t>(r)] > 0) res_.resourceBusyUs[static_cast<size_t>(r)] += dt;
+    }
+    now_ = t;
+    // Flows whose last byte leaves now (within rounding), in a fixed order.
+    std::vector<int> done;
+    for (size_t k = 0; k < active_.size();) {
+      Flow& f = flows_[static_cast<size_t>(active_[k])];
+      if (f.rate > 0 && f.remaining <= f.rate * t * 1e-12 + 1e-9) {
+        done.push_back(active_[k]);
+        active_[k] = active_.back();
+        active_.pop_back();
+      } else {
+        ++k;
+      }
+    }
+    if (!done.empty()) dirty_ = true;
+    std::sort(done.begin(), done.end(), [&](int a, int b) {
+      return flows_[static_cast<size_t>(a)].step < flows_[static_cast<size_t>(b)].step;
+    });
+    for (int id : done) bandwidthDone(id);
+    while (!timers_.empty() && timers_.top().at <= now_) {
+      const Timer tm = timers_.top();
+      timers_.pop();
+      const size_t i = static_cast<size_t>(tm.step);
+      switch (tm.kind) {
+        case TimerKind::kDeliver:
+          arrivedUs_[i] = now_;
+          arrivedCause_[i] = tm.cause;
+          if (readyUs_[i] >= 0) receive(tm.step);
+          break;
+        case TimerKind::kReadArrived:
+          if (stepOf(tm.step).kind == StepKind::kGetReduce)
+            memoryFlow(tm.step, opt_.reduceTraffic * static_cast<double>(stepOf(tm.step).dst.bytes));
+          else
+            actions_.push_back({true, tm.step, -2});
+          break;
+        case TimerKind::kAwaitDone: actions_.push_back({true, tm.step, tm.cause}); break;
+      }
+    }
+  }
+
+  // Everything must have run; what did not names the first stuck step of each rank.
+  std::string stuck;
+  int stuckRanks = 0;
+  res_.rankDoneUs.assign(n, 0);
+  for (size_t r = 0; r < n; ++r) {
+    for (int64_t g = offset_[r]; g < offset_[r + 1]; ++g) {
+      const double d = doneUs_[static_cast<size_t>(g)];
+      if (d < 0) {
+        if (stuckRanks++ < 4) stuck += (stuck.empty() ? "" : "; ") + where(g);
+        break;
+      }
+      res_.rankDoneUs[r] = std::max(res_.rankDoneUs[r], d);
+    }
+  }
+  if (stuckRanks > 0)
+    return internalError("simulate: deadlock, " + std::to_string(stuckRanks) +
+                         " rank(s) never finished: " + stuck);
+  res_.timeUs = 0;
+  int64_t last = -1;
+  for (size_t g = 0; g < total; ++g)
+    if (last < 0 || doneUs_[g] > res_.timeUs) {
+      res_.timeUs = doneUs_[g];
+      last = static_cast<int64_t>(g);
+    }
+  for (int64_t g = last; g >= 0; g = cause_[static_cast<size_t>(g)]) {
+    int r = 0;
+    const sched::Step& s = stepOf(g, &r);
+    PathStep ps;
+    ps.rank = r;
+    ps.step = static_cast<uint32_t>(g - offset_[static_cast<size_t>(r)]);
+    ps.kind = s.kind;
+    ps.peer = s.peer;
+    ps.bytes = isSendLike(s.kind) || s.kind == StepKind::kGet || s.kind == StepKind::kGetReduce
+                   ? s.a.bytes
+                   : s.dst.bytes;
+    ps.startUs = startUs_[static_cast<size_t>(g)];
+    ps.endUs = doneUs_[static_cast<size_t>(g)];
+    res_.criticalPath.push_back(ps);
+    if (res_.criticalPath.size() > total) break;  // a cycle would be a bug; do not hang
+  }
+  std::reverse(res_.criticalPath.begin(), res_.criticalPath.end());
+  return std::move(res_);
+}
+
+}  // namespace
+
+StatusOr<Result> simulate(const Machine& machine, std::span<const exec::Plan* const> plans,
+                          const EngineOptions& options) {
+  Sim sim(machine, plans, options);
+  return sim.run();
+}
+
+}  // namespace chorus::sim
