@@ -464,8 +464,10 @@ StatusOr<Result> Sim::run() {
         f.remaining -= f.rate * dt;
         for (int r : f.resources) res_.resourceBytes[static_cast<size_t>(r)] += f.rate * dt;
       }
-      for (int r : touched_)
-        if (resUnfrozen_[static_cast<size_t>(r)] > 0) res_.resourceBusyUs[static_cast<size_t>(r)] += dt;
+      for (int r : touched_) {
+        const size_t ri = static_cast<size_t>(r);
+        if (resUnfrozen_[ri] > 0) res_.resourceBusyUs[ri] += dt;
+      }
     }
     now_ = t;
     // Flows whose last byte leaves now (within rounding), in a fixed order.
@@ -497,7 +499,8 @@ StatusOr<Result> Sim::run() {
           break;
         case TimerKind::kReadArrived:
           if (stepOf(tm.step).kind == StepKind::kGetReduce)
-            memoryFlow(tm.step, opt_.reduceTraffic * static_cast<double>(stepOf(tm.step).dst.bytes));
+            memoryFlow(tm.step,
+                       opt_.reduceTraffic * static_cast<double>(stepOf(tm.step).dst.bytes));
           else
             actions_.push_back({true, tm.step, -2});
           break;

@@ -23,7 +23,8 @@ constexpr Coll kSimulated[] = {Coll::kAllReduce, Coll::kBroadcast,     Coll::kRe
 std::string knownNames(Coll coll) {
   std::string names;
   for (const algo::AlgoInfo* a : algo::allAlgorithms())
-    if (a->coll == coll && !a->quantized) names += (names.empty() ? "" : ", ") + std::string(a->name);
+    if (a->coll == coll && !a->quantized)
+      names += (names.empty() ? "" : ", ") + std::string(a->name);
   return names;
 }
 
