@@ -74,6 +74,13 @@ class Sim {
   }
 
   Status match();
+  // The route from `src` to `dst`; folded, its resources are host 0's copies.
+  Route routeOf(int src, int dst) const {
+    Route r = m_.route(src, dst);
+    if (fold_)
+      for (int& id : r.resources) id %= localResources_;
+    return r;
+  }
   void start(int64_t g, int64_t cause);
   void finish(int64_t g, int64_t cause);
   void startFlow(Flow f);
@@ -88,6 +95,9 @@ class Sim {
   const Machine& m_;
   std::span<const exec::Plan* const> plans_;
   EngineOptions opt_;
+  bool fold_ = false;
+  int nranks_ = 0;          // ranks of the machine
+  int localResources_ = 0;  // resources of one host
 
   std::vector<int64_t> offset_;  // first global step id of each rank, plus the total
   std::vector<uint32_t> pending_;
@@ -115,18 +125,23 @@ class Sim {
 
 Status Sim::match() {
   const size_t n = plans_.size();
+  const int total = nranks_;
   std::vector<std::unordered_map<int, int>> slotOf(n);
   for (size_t r = 0; r < n; ++r)
     for (size_t s = 0; s < plans_[r]->peers.size(); ++s)
       slotOf[r][plans_[r]->peers[s].rank] = static_cast<int>(s);
   for (size_t r = 0; r < n; ++r) {
     for (const exec::Plan::Peer& p : plans_[r]->peers) {
-      const size_t q = static_cast<size_t>(p.rank);
-      auto it = slotOf[q].find(static_cast<int>(r));
-      const std::string pair = "rank " + std::to_string(r) + " -> rank " + std::to_string(q);
+      // Folded, the peer's steps are those of its representative on host 0 (q = peer mod K),
+      // talking to this rank shifted back by the peer's host.
+      const int shift = p.rank - p.rank % static_cast<int>(n);
+      const size_t q = static_cast<size_t>(p.rank % static_cast<int>(n));
+      const int from = (static_cast<int>(r) - shift + total) % total;
+      auto it = slotOf[q].find(from);
+      const std::string pair = "rank " + std::to_string(r) + " -> rank " + std::to_string(p.rank);
       if (it == slotOf[q].end()) {
         if (p.sends.empty()) continue;
-        return invalidArgument(pair + ": rank " + std::to_string(q) +
+        return invalidArgument(pair + ": rank " + std::to_string(p.rank) +
                                " has no steps with rank " + std::to_string(r));
       }
       const exec::Plan::Peer& back = plans_[q]->peers[static_cast<size_t>(it->second)];
@@ -223,7 +238,7 @@ void Sim::memoryFlow(int64_t g, double bytes) {
   f.kind = FlowKind::kMemory;
   f.step = g;
   f.remaining = bytes;
-  f.resources = {m_.memory(r)};
+  f.resources = {m_.memory(r)};  // r < ranks per host when folded: host 0's
   startFlow(std::move(f));
 }
 
@@ -247,7 +262,7 @@ void Sim::start(int64_t g, int64_t cause) {
   switch (s.kind) {
     case StepKind::kSend:
     case StepKind::kNotify: {
-      Route route = m_.route(r, s.peer);
+      Route route = routeOf(r, s.peer);
       Flow f;
       f.kind = FlowKind::kMessage;
       f.step = g;
@@ -255,7 +270,8 @@ void Sim::start(int64_t g, int64_t cause) {
       f.cap = route.cap;
       f.latencyUs = route.latencyUs;
       f.resources = std::move(route.resources);
-      f.conn = static_cast<uint64_t>(r) * plans_.size() + static_cast<uint64_t>(s.peer);
+      f.conn = static_cast<uint64_t>(r) * static_cast<uint64_t>(nranks_) +
+               static_cast<uint64_t>(s.peer);
       startFlow(std::move(f));
       break;
     }
@@ -266,7 +282,7 @@ void Sim::start(int64_t g, int64_t cause) {
       break;
     case StepKind::kGet:
     case StepKind::kGetReduce: {
-      Route route = m_.route(s.peer, r);
+      Route route = routeOf(s.peer, r);
       Flow f;
       f.kind = FlowKind::kGet;
       f.step = g;
@@ -407,9 +423,14 @@ void Sim::shareRates() {
 
 StatusOr<Result> Sim::run() {
   const size_t n = plans_.size();
-  if (n != static_cast<size_t>(m_.nranks()))
+  nranks_ = m_.nranks();
+  localResources_ = m_.numResources() / m_.hosts();
+  fold_ = opt_.folded;
+  const size_t expected = static_cast<size_t>(fold_ ? m_.ranksPerHost() : nranks_);
+  if (n != expected)
     return invalidArgument("simulate: " + std::to_string(n) + " plans for a machine of " +
-                           std::to_string(m_.nranks()) + " ranks");
+                           std::to_string(m_.nranks()) + " ranks" +
+                           (fold_ ? " folded by host (one plan per rank of a host)" : ""));
   offset_.assign(n + 1, 0);
   for (size_t r = 0; r < n; ++r)
     offset_[r + 1] = offset_[r] + static_cast<int64_t>(plans_[r]->schedule.steps.size());
@@ -422,8 +443,8 @@ StatusOr<Result> Sim::run() {
   cause_.assign(total, -1);
   arrivedCause_.assign(total, -1);
   partner_.assign(total, -1);
-  signals_.assign(n, {});
-  waiters_.assign(n, {});
+  signals_.assign(static_cast<size_t>(nranks_), {});
+  waiters_.assign(static_cast<size_t>(nranks_), {});
   const size_t nres = static_cast<size_t>(m_.numResources());
   resLeft_.assign(nres, 0);
   resUnfrozen_.assign(nres, 0);
@@ -512,7 +533,7 @@ StatusOr<Result> Sim::run() {
   // Everything must have run; what did not names the first stuck step of each rank.
   std::string stuck;
   int stuckRanks = 0;
-  res_.rankDoneUs.assign(n, 0);
+  res_.rankDoneUs.assign(static_cast<size_t>(nranks_), 0);
   for (size_t r = 0; r < n; ++r) {
     for (int64_t g = offset_[r]; g < offset_[r + 1]; ++g) {
       const double d = doneUs_[static_cast<size_t>(g)];
@@ -521,6 +542,15 @@ StatusOr<Result> Sim::run() {
         break;
       }
       res_.rankDoneUs[r] = std::max(res_.rankDoneUs[r], d);
+    }
+  }
+  if (fold_) {
+    // Every image on host h did what its representative did, on host h's copies.
+    for (size_t r = n; r < res_.rankDoneUs.size(); ++r) res_.rankDoneUs[r] = res_.rankDoneUs[r % n];
+    const size_t local = static_cast<size_t>(localResources_);
+    for (size_t id = local; id < res_.resourceBytes.size(); ++id) {
+      res_.resourceBytes[id] = res_.resourceBytes[id % local];
+      res_.resourceBusyUs[id] = res_.resourceBusyUs[id % local];
     }
   }
   if (stuckRanks > 0)

@@ -42,6 +42,13 @@ namespace chorus::sim {
 struct EngineOptions {
   double reduceTraffic = 3;  ///< memory bytes per byte reduced
   double copyTraffic = 2;    ///< memory bytes per byte copied
+  /// Folded by host: `plans` are those of host 0's ranks only, and every other host's ranks run
+  /// the same plans shifted by a multiple of the ranks per host (rank r + h K's plan is rank
+  /// r's with every peer p replaced by p + h K mod n). Each simulated flow then stands for one
+  /// flow per host, each on its own host's copies of the resources, so a resource's load is
+  /// counted on host 0's copy with its multiplicity. The caller must know the plans are so
+  /// (scenario.h checks); the engine cannot tell.
+  bool folded = false;
 };
 
 /// One step of the critical path.
@@ -67,9 +74,10 @@ struct Result {
   uint64_t events = 0;  ///< rate recomputations
 };
 
-/// Runs `plans` (one per rank of `machine`, in rank order) to completion. Fails when the plans
-/// do not fit together (a send without its receive, mismatched sizes) or deadlock, naming the
-/// ranks and steps involved.
+/// Runs `plans` (one per rank of `machine`, in rank order; folded: one per rank of host 0) to
+/// completion; folded, rankDoneUs and the resources of every host are filled from host 0's.
+/// Fails when the plans do not fit together (a send without its receive, mismatched sizes) or
+/// deadlock, naming the ranks and steps involved.
 StatusOr<Result> simulate(const Machine& machine, std::span<const exec::Plan* const> plans,
                           const EngineOptions& options = {});
 

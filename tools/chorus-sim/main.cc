@@ -4,7 +4,8 @@
 //              --coll allreduce -b 8 -e 64M -f 4 --algo ring,tree,tuner --csv out.csv
 //
 // For each algorithm and size: the simulated time, algbw and busbw (nccl-tests definitions),
-// steps and flows simulated. For the largest size of each algorithm: the busiest links and the
+// ranks, steps and flows simulated (ranks: those of one host when the plans fold by host, see
+// scenario.h). For the largest size of each algorithm: the busiest links and the
 // critical path. Without --topo the hosts are "flat": every rank has one port at --intra-gbps,
 // every host one NIC at --nic-gbps (defaults from the chorus cost model's shm and Ethernet
 // constants).
@@ -105,7 +106,8 @@ int main(int argc, char** argv) {
   int hosts = 1, perHost = 0, root = 0, topLinks = 6;
   uint64_t minBytes = 8, maxBytes = 64ull << 20, factor = 4, chunk = 256 << 10;
   double nicGbps = 0, intraGBps = 0, intraUs = 0, interUs = 0, memGBps = -1;
-  bool oneSided = false, showConstants = false, quiet = false;
+  bool oneSided = false, showConstants = false, quiet = false, noFold = false;
+  uint64_t maxSteps = sim::Case{}.maxSteps;
 
   CLI::App app{"chorus-sim: chorus's registered schedules replayed by a discrete-event "
                "simulation on a machine model"};
@@ -144,6 +146,10 @@ int main(int argc, char** argv) {
   app.add_option("--csv", csvFile, "also write one CSV line per algorithm and size to this file");
   app.add_option("--links", topLinks, "busiest links to list (default 6, 0: none)")
       ->check(CLI::Range(0, 1 << 20));
+  app.add_flag("--no-fold", noFold,
+               "simulate every rank even where the plans are the same up to a host shift");
+  app.add_option("--max-steps", maxSteps,
+                 "refuse every-rank simulations estimated above this many steps (default 40M)");
   app.add_flag("-q,--quiet", quiet, "only the table: no links, no critical path");
   app.add_flag("--constants", showConstants, "print the device and link constants and exit");
   try {
@@ -202,8 +208,6 @@ int main(int argc, char** argv) {
                                           : sizesOf(minBytes, maxBytes, factor);
   int status = 0;
   for (const std::string& a : algoList) {
-    std::printf("\n%12s  %-24s %14s %10s %10s %12s %10s\n", "size", "algorithm", "time",
-                "algbw GB/s", "busbw GB/s", "steps", "flows");
     sim::Outcome lastOut;
     bool any = false;
     for (uint64_t size : sizes) {
@@ -214,16 +218,21 @@ int main(int argc, char** argv) {
       c.chunkBytes = chunk;
       c.root = root;
       c.oneSided = oneSided;
+      c.fold = !noFold;
+      c.maxSteps = maxSteps;
       chorus::StatusOr<sim::Outcome> out = sim::runCase(*machine, c);
       if (!out.ok()) {
         std::fprintf(stderr, "chorus-sim: %s\n", out.status().message().c_str());
         status = 1;
         break;
       }
-      std::printf("%12s  %-24s %14s %10.3f %10.3f %12llu %10llu\n",
+      if (!any)
+        std::printf("\n%12s  %-24s %14s %10s %10s %7s %12s %10s\n", "size", "algorithm", "time",
+                    "algbw GB/s", "busbw GB/s", "ranks", "steps", "flows");
+      std::printf("%12s  %-24s %14s %10.3f %10.3f %7d %12llu %10llu\n",
                   chorus::cost::sizeText(size).c_str(), out->algo.c_str(),
                   chorus::cost::usText(out->timeUs).c_str(), out->algbwGBps, out->busbwGBps,
-                  static_cast<unsigned long long>(out->steps),
+                  out->simulatedRanks, static_cast<unsigned long long>(out->steps),
                   static_cast<unsigned long long>(out->result.flows));
       if (csv)
         std::fprintf(csv, "%s,%d,%d,%d,%llu,%s,%.6f,%.6f,%.6f,%llu,%llu\n", collName.c_str(),
@@ -235,8 +244,9 @@ int main(int argc, char** argv) {
       lastOut = std::move(out).value();
       any = true;
     }
+    if (any) std::printf("  at %s: %s\n", chorus::cost::sizeText(sizes.back()).c_str(),
+                         lastOut.foldNote.c_str());
     if (any && !quiet) {
-      std::printf("  at %s:\n", chorus::cost::sizeText(sizes.back()).c_str());
       if (topLinks > 0) printLinks(*machine, lastOut.result, topLinks);
       printPath(lastOut.result);
     }

@@ -20,6 +20,32 @@ constexpr Coll kSimulated[] = {Coll::kAllReduce, Coll::kBroadcast,     Coll::kRe
                                Coll::kAllGather, Coll::kReduceScatter, Coll::kAllToAll,
                                Coll::kGather,    Coll::kScatter,       Coll::kBarrier};
 
+// True when `b` is `a` with every peer shifted by `shift` ranks (mod n): same steps, kinds,
+// sizes and dependencies. Offsets are not compared: they only matter through dependencies.
+bool sameUpToShift(const exec::Plan& a, const exec::Plan& b, int shift, int n) {
+  auto moved = [&](int p) { return p < 0 ? p : (p + shift) % n; };
+  const auto& x = a.schedule.steps;
+  const auto& y = b.schedule.steps;
+  if (x.size() != y.size() || a.peers.size() != b.peers.size()) return false;
+  for (size_t k = 0; k < a.peers.size(); ++k)
+    if (moved(a.peers[k].rank) != b.peers[k].rank) return false;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const sched::Step& s = x[i];
+    const sched::Step& t = y[i];
+    if (s.kind != t.kind || moved(s.peer) != t.peer || s.a.bytes != t.a.bytes ||
+        s.b.bytes != t.b.bytes || s.dst.bytes != t.dst.bytes || s.target != t.target ||
+        s.quant.count != t.quant.count || s.quant.sources != t.quant.sources || s.deps != t.deps)
+      return false;
+  }
+  return true;
+}
+
+bool usesWindowSync(const exec::Plan& p) {
+  for (const sched::Step& s : p.schedule.steps)
+    if (sched::isWindowSync(s.kind)) return true;
+  return false;
+}
+
 std::string knownNames(Coll coll) {
   std::string names;
   for (const algo::AlgoInfo* a : algo::allAlgorithms())
@@ -89,17 +115,61 @@ StatusOr<Outcome> runCase(const Machine& machine, const Case& c, const EngineOpt
                            ": quantized collectives are not simulated yet");
 
   std::vector<std::shared_ptr<const exec::Plan>> owned;
-  std::vector<const exec::Plan*> plans;
-  owned.reserve(static_cast<size_t>(n));
-  for (int r = 0; r < n; ++r) {
-    CHORUS_ASSIGN_OR_RETURN(auto plan,
-                            exec::planAlgorithm(*info, d, r, n, layout.ringOrder()));
-    out.steps += plan->schedule.steps.size();
-    plans.push_back(plan.get());
+  auto build = [&](int r) { return exec::planAlgorithm(*info, d, r, n, layout.ringOrder()); };
+  const int K = machine.ranksPerHost(), H = machine.hosts();
+  for (int r = 0; r < K; ++r) {
+    CHORUS_ASSIGN_OR_RETURN(auto plan, build(r));
     owned.push_back(std::move(plan));
   }
-  out.algo = plans.front()->name;
-  CHORUS_ASSIGN_OR_RETURN(out.result, simulate(machine, plans, options));
+  out.algo = owned.front()->name;
+
+  // Fold by host when the sampled hosts' plans are host 0's shifted (see scenario.h).
+  std::string note;
+  if (!c.fold) note = "folding off";
+  else if (H == 1) note = "one host";
+  for (int r = 0; r < K && note.empty(); ++r)
+    if (usesWindowSync(*owned[static_cast<size_t>(r)])) note = "the plans use the host window";
+  std::vector<int> sample;
+  for (int h : {1, H / 3, H / 2, H - 1})
+    if (h >= 1 && h < H && std::find(sample.begin(), sample.end(), h) == sample.end())
+      sample.push_back(h);
+  for (int h : sample) {
+    for (int l = 0; l < K && note.empty(); ++l) {
+      CHORUS_ASSIGN_OR_RETURN(auto plan, build(h * K + l));
+      if (!sameUpToShift(*owned[static_cast<size_t>(l)], *plan, h * K, n))
+        note = "rank " + std::to_string(h * K + l) + "'s plan is not rank " + std::to_string(l) +
+               "'s shifted by " + std::to_string(h) + " host(s)";
+    }
+  }
+  out.folded = note.empty();
+  if (out.folded) {
+    std::string hosts;
+    for (int h : sample) hosts += (hosts.empty() ? "" : ", ") + std::to_string(h);
+    out.foldNote = "folded by host: " + std::to_string(K) + " of " + std::to_string(n) +
+                   " ranks simulated (plans checked equal up to the shift on hosts " + hosts +
+                   ")";
+  } else {
+    out.foldNote = "every rank simulated: " + note;
+    const uint64_t estimate = owned.front()->schedule.steps.size() * static_cast<uint64_t>(n);
+    if (estimate > c.maxSteps)
+      return invalidArgument(out.algo + " on " + std::to_string(n) +
+                             " ranks needs every rank simulated (" + note + "), about " +
+                             std::to_string(estimate) + " steps, over the limit of " +
+                             std::to_string(c.maxSteps));
+    for (int r = K; r < n; ++r) {
+      CHORUS_ASSIGN_OR_RETURN(auto plan, build(r));
+      owned.push_back(std::move(plan));
+    }
+  }
+  std::vector<const exec::Plan*> plans;
+  for (const auto& p : owned) {
+    out.steps += p->schedule.steps.size();
+    plans.push_back(p.get());
+  }
+  out.simulatedRanks = static_cast<int>(plans.size());
+  EngineOptions eo = options;
+  eo.folded = out.folded;
+  CHORUS_ASSIGN_OR_RETURN(out.result, simulate(machine, plans, eo));
   out.timeUs = out.result.timeUs;
   if (out.timeUs > 0 && c.coll != Coll::kBarrier) {
     out.algbwGBps = static_cast<double>(c.sizeBytes) / (out.timeUs * 1e3);

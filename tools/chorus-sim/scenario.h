@@ -8,6 +8,22 @@
 // reads only when asked for). Sizes are nccl-tests sizes (the larger buffer of one rank, float32
 // elements), and algbw / busbw follow nccl-tests: algbw = size / time, busbw = algbw x
 // tune::busFactor().
+//
+// Folding by host (the symmetry that makes thousands of ranks affordable). With more than one
+// host, when every rank's plan is host 0's plan of the same local rank with its peers shifted
+// by whole hosts, the engine simulates host 0's ranks only (EngineOptions::folded). Whether the
+// plans are so is checked, not assumed, but on a sample: host 0's plans are compared, step by
+// step (kind, peer shifted, byte counts, dependencies, peers), with those of hosts 1, H/3, H/2
+// and H-1 (the distinct ones of those). The simulation falls back to every rank when:
+//   - folding is off (Case::fold) or there is one host;
+//   - a sampled plan differs: rooted collectives (broadcast, reduce, gather, scatter: the root's
+//     host is special), trees over hosts (tree, double binary tree, binomial), uneven slices
+//     (a count that does not divide evenly gives ranks different byte counts), and anything
+//     else a builder does differently on some host;
+//   - a plan synchronizes through the host window (one host only anyway).
+// A builder that treats an unsampled host differently from the sampled ones would be folded
+// wrongly; the registered builders' schedules are functions of (rank - root) mod n and hostOf,
+// which the sample exercises, but that is an argument, not a proof.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +45,10 @@ struct Case {
   uint64_t chunkBytes = 256 << 10;  ///< pipelining chunk (CHORUS_CHUNK_SIZE's default)
   int root = 0;
   bool oneSided = false;  ///< every pair may read the other's memory (CUDA IPC, CMA, RDMA)
+  bool fold = true;       ///< fold by host where the plans allow it (see above)
+  /// Refuse an every-rank simulation estimated (rank 0's steps x ranks) above this many steps
+  /// rather than run out of memory (about 200 bytes per step).
+  uint64_t maxSteps = 40'000'000;
 };
 
 struct Outcome {
@@ -37,7 +57,10 @@ struct Outcome {
   double timeUs = 0;
   double algbwGBps = 0;
   double busbwGBps = 0;
-  uint64_t steps = 0;  ///< steps over all ranks
+  uint64_t steps = 0;  ///< steps simulated (over host 0's ranks when folded)
+  int simulatedRanks = 0;
+  bool folded = false;
+  std::string foldNote;  ///< why it folded or did not
   Result result;
 };
 

@@ -335,5 +335,85 @@ TEST(SimTopology, BadShapesAreRefused) {
   EXPECT_FALSE(Machine::flat(f).ok());
 }
 
+
+// ---- Folding by host ---------------------------------------------------------------------
+
+Outcome runFold(const Machine& m, Coll coll, uint64_t size, const std::string& algo, bool fold) {
+  Case c;
+  c.coll = coll;
+  c.sizeBytes = size;
+  c.algo = algo;
+  c.chunkBytes = 64 << 10;
+  c.fold = fold;
+  StatusOr<Outcome> o = runCase(m, c);
+  EXPECT_TRUE(o.ok()) << o.status().message();
+  return o.ok() ? std::move(o).value() : Outcome{};
+}
+
+// Folded and every-rank simulations of host-shift-symmetric plans agree exactly: the time, every
+// rank's finish, every resource's bytes.
+TEST(SimFold, FoldedEqualsEveryRank) {
+  StatusOr<topo::System> sys = topo::loadTopologyFile(
+      std::string(CHORUS_TEST_DATA_DIR) + "/topologies/dgx-h100-like.xml");
+  ASSERT_TRUE(sys.ok());
+  StatusOr<Machine> dgx = Machine::fromSystem(*sys, 4, 4, defaultConstants());
+  ASSERT_TRUE(dgx.ok()) << dgx.status().message();
+  const Machine flat5 = flat(5, 3, 5, 0.5, 7, 3);
+  struct Run {
+    const Machine* m;
+    Coll coll;
+    const char* algo;
+  };
+  const Run runs[] = {{&flat5, Coll::kAllReduce, "ring"},  {&flat5, Coll::kAllGather, "ring"},
+                      {&flat5, Coll::kAllToAll, "pairwise"}, {&*dgx, Coll::kAllReduce, "ring"},
+                      {&*dgx, Coll::kReduceScatter, "ring"}};
+  for (const Run& r : runs) {
+    const uint64_t size = 3 * 5 * 4 * 4096;  // slices divide evenly on 15 and 16 ranks
+    const Outcome f = runFold(*r.m, r.coll, size, r.algo, true);
+    const Outcome e = runFold(*r.m, r.coll, size, r.algo, false);
+    SCOPED_TRACE(f.algo + ": " + f.foldNote);
+    ASSERT_TRUE(f.folded);
+    EXPECT_FALSE(e.folded);
+    EXPECT_EQ(f.simulatedRanks, r.m->ranksPerHost());
+    EXPECT_EQ(e.simulatedRanks, r.m->nranks());
+    EXPECT_NEAR(f.timeUs, e.timeUs, 1e-9 * e.timeUs);
+    ASSERT_EQ(f.result.rankDoneUs.size(), e.result.rankDoneUs.size());
+    for (size_t k = 0; k < e.result.rankDoneUs.size(); ++k)
+      EXPECT_NEAR(f.result.rankDoneUs[k], e.result.rankDoneUs[k], 1e-9 * e.timeUs) << k;
+    for (size_t k = 0; k < e.result.resourceBytes.size(); ++k)
+      EXPECT_NEAR(f.result.resourceBytes[k], e.result.resourceBytes[k], 1e-6) << k;
+  }
+}
+
+// Rooted collectives and trees over hosts are not the same on every host: every rank runs, and
+// the note says which rank broke the symmetry.
+TEST(SimFold, FallsBackWhereHostsDiffer) {
+  const Machine m = flat(4, 2, 5, 1, 7, 3);
+  const Outcome b = runFold(m, Coll::kBroadcast, 1 << 16, "chain", true);
+  EXPECT_FALSE(b.folded);
+  EXPECT_EQ(b.simulatedRanks, 8);
+  EXPECT_NE(b.foldNote.find("is not rank"), std::string::npos) << b.foldNote;
+  const Outcome t = runFold(m, Coll::kAllReduce, 1 << 16, "tree", true);
+  EXPECT_FALSE(t.folded) << t.foldNote;
+  const Outcome one = runFold(flat(1, 4), Coll::kAllReduce, 1 << 16, "ring", true);
+  EXPECT_FALSE(one.folded);
+  EXPECT_EQ(one.foldNote, "every rank simulated: one host");
+}
+
+// An every-rank simulation that would not fit is refused up front, naming the limit.
+TEST(SimFold, HugeEveryRankRunsAreRefused) {
+  const Machine m = flat(64, 2, 5, 1, 7, 3);
+  Case c;
+  c.coll = Coll::kBroadcast;
+  c.sizeBytes = 1 << 20;
+  c.algo = "chain";
+  c.chunkBytes = 4096;
+  c.maxSteps = 10'000;
+  StatusOr<Outcome> o = runCase(m, c);
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("over the limit of 10000"), std::string::npos)
+      << o.status().message();
+}
+
 }  // namespace
 }  // namespace chorus::sim
