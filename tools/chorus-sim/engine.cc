@@ -21,11 +21,21 @@ struct Flow {
   double rate = 0;
   double cap = kUnlimited;
   double latencyUs = 0;
+  double updatedUs = 0;  // `remaining` is as of this time
   std::vector<int> resources;
+  std::vector<uint32_t> slots;  // per entry of `resources`: its index in that resource's list
   int64_t step = -1;
   uint64_t conn = 0;  // kMessage: the ordered pair
+  uint32_t version = 0;  // bumped at every new rate: older completion events are stale
   FlowKind kind = FlowKind::kMemory;
   bool frozen = false;
+};
+
+struct Completion {
+  double at;
+  int flow;
+  uint32_t version;
+  bool operator>(const Completion& o) const { return at != o.at ? at > o.at : flow > o.flow; }
 };
 
 enum class TimerKind : uint8_t { kDeliver, kReadArrived, kAwaitDone };
@@ -90,6 +100,8 @@ class Sim {
   void receive(int64_t g);  // the message has arrived and the step has started
   void addTimer(double at, TimerKind kind, int64_t step, int64_t cause);
   void signalDone(int rank);
+  void settle(Flow& f);
+  void removeActive(int id);
   void shareRates();
 
   const Machine& m_;
@@ -105,7 +117,7 @@ class Sim {
   std::vector<int64_t> cause_, arrivedCause_, partner_;
 
   std::vector<Flow> flows_;
-  std::vector<int> freeFlows_, active_;
+  std::vector<int> freeFlows_;
   std::unordered_map<uint64_t, std::deque<int>> connQueue_;
   std::unordered_map<uint64_t, bool> connBusy_;
   std::priority_queue<Timer, std::vector<Timer>, std::greater<Timer>> timers_;
@@ -115,10 +127,16 @@ class Sim {
   std::vector<std::vector<int64_t>> signals_;  // per rank: its signal steps in order
   std::vector<std::vector<int64_t>> waiters_;  // per rank: awaits on it not yet satisfied
 
+  // Active flows per resource (a flow crossing a resource twice, as folded flows may, is listed
+  // twice), and what a rate computation needs per resource.
+  std::vector<std::vector<int>> onResource_;
+  std::vector<double> busySince_;
   std::vector<double> resLeft_;
   std::vector<int> resUnfrozen_;
-  std::vector<int> touched_;
-  bool dirty_ = false;
+  std::vector<uint32_t> resMark_, flowMark_;
+  uint32_t epoch_ = 0;
+  std::vector<int> dirtyResources_;  // where flows started or ended since the last computation
+  std::priority_queue<Completion, std::vector<Completion>, std::greater<Completion>> completions_;
   double now_ = 0;
   Result res_;
 };
@@ -177,6 +195,8 @@ void Sim::startFlow(Flow f) {
   if (!freeFlows_.empty()) {
     id = freeFlows_.back();
     freeFlows_.pop_back();
+    // A reused slot keeps counting versions, so the old flow's completions stay stale.
+    f.version = flows_[static_cast<size_t>(id)].version + 1;
     flows_[static_cast<size_t>(id)] = std::move(f);
   } else {
     id = static_cast<int>(flows_.size());
@@ -202,8 +222,50 @@ void Sim::activate(int id) {
     bandwidthDone(id);
     return;
   }
-  active_.push_back(id);
-  dirty_ = true;
+  f.updatedUs = now_;
+  f.rate = 0;
+  f.slots.resize(f.resources.size());
+  for (size_t k = 0; k < f.resources.size(); ++k) {
+    const size_t r = static_cast<size_t>(f.resources[k]);
+    if (onResource_[r].empty()) busySince_[r] = now_;
+    f.slots[k] = static_cast<uint32_t>(onResource_[r].size());
+    onResource_[r].push_back(id);
+    dirtyResources_.push_back(f.resources[k]);
+  }
+}
+
+// Brings `remaining` and the resources' byte counts up to now at the flow's current rate.
+void Sim::settle(Flow& f) {
+  const double dt = now_ - f.updatedUs;
+  if (dt > 0 && f.rate > 0) {
+    f.remaining -= f.rate * dt;
+    for (int r : f.resources) res_.resourceBytes[static_cast<size_t>(r)] += f.rate * dt;
+  }
+  f.updatedUs = now_;
+}
+
+void Sim::removeActive(int id) {
+  Flow& f = flows_[static_cast<size_t>(id)];
+  for (size_t k = 0; k < f.resources.size(); ++k) {
+    const size_t r = static_cast<size_t>(f.resources[k]);
+    std::vector<int>& list = onResource_[r];
+    const uint32_t at = f.slots[k];
+    const uint32_t last = static_cast<uint32_t>(list.size() - 1);
+    if (at != last) {
+      // The entry moving into `at`: find which of its occurrences sat at `last`.
+      const int moved = list[last];
+      Flow& mf = flows_[static_cast<size_t>(moved)];
+      for (size_t j = 0; j < mf.resources.size(); ++j)
+        if (mf.resources[j] == f.resources[k] && mf.slots[j] == last) {
+          mf.slots[j] = at;
+          break;
+        }
+      list[at] = moved;
+    }
+    list.pop_back();
+    if (list.empty()) res_.resourceBusyUs[r] += now_ - busySince_[r];
+    dirtyResources_.push_back(f.resources[k]);
+  }
 }
 
 void Sim::bandwidthDone(int id) {
@@ -355,35 +417,59 @@ void Sim::finish(int64_t g, int64_t cause) {
   }
 }
 
-// Max-min fair rates by progressive filling over the active flows.
+// Max-min fair rates by progressive filling, over the flows connected (through shared
+// resources) to where a flow started or ended: only their rates can have changed.
 void Sim::shareRates() {
   res_.events++;
-  for (int r : touched_) resUnfrozen_[static_cast<size_t>(r)] = 0;
-  touched_.clear();
-  for (int id : active_) {
-    Flow& f = flows_[static_cast<size_t>(id)];
-    f.rate = 0;
-    f.frozen = false;
-    for (int r : f.resources) {
-      const size_t ri = static_cast<size_t>(r);
-      if (resUnfrozen_[ri]++ == 0) {
-        touched_.push_back(r);
-        resLeft_[ri] = m_.capacity(r);
+  if (++epoch_ == 0) {  // wrapped: clear the marks
+    std::fill(resMark_.begin(), resMark_.end(), 0);
+    std::fill(flowMark_.begin(), flowMark_.end(), 0);
+    epoch_ = 1;
+  }
+  if (flowMark_.size() < flows_.size()) flowMark_.resize(flows_.size(), 0);
+  std::vector<int> res, fl;
+  for (int r : dirtyResources_) {
+    if (resMark_[static_cast<size_t>(r)] == epoch_) continue;
+    resMark_[static_cast<size_t>(r)] = epoch_;
+    res.push_back(r);
+  }
+  dirtyResources_.clear();
+  for (size_t k = 0; k < res.size(); ++k) {
+    for (int id : onResource_[static_cast<size_t>(res[k])]) {
+      if (flowMark_[static_cast<size_t>(id)] == epoch_) continue;
+      flowMark_[static_cast<size_t>(id)] = epoch_;
+      fl.push_back(id);
+      for (int r : flows_[static_cast<size_t>(id)].resources) {
+        if (resMark_[static_cast<size_t>(r)] == epoch_) continue;
+        resMark_[static_cast<size_t>(r)] = epoch_;
+        res.push_back(r);
       }
     }
   }
-  size_t unfrozen = active_.size();
+  std::sort(fl.begin(), fl.end());  // a fixed order, whatever the discovery order
+  for (int r : res) {
+    resLeft_[static_cast<size_t>(r)] = m_.capacity(r);
+    resUnfrozen_[static_cast<size_t>(r)] = 0;
+  }
+  for (int id : fl) {
+    Flow& f = flows_[static_cast<size_t>(id)];
+    settle(f);
+    f.rate = 0;
+    f.frozen = false;
+    for (int r : f.resources) ++resUnfrozen_[static_cast<size_t>(r)];
+  }
+  size_t unfrozen = fl.size();
   while (unfrozen > 0) {
     double delta = kUnlimited;
-    for (int r : touched_) {
+    for (int r : res) {
       const size_t ri = static_cast<size_t>(r);
       if (resUnfrozen_[ri] > 0) delta = std::min(delta, resLeft_[ri] / resUnfrozen_[ri]);
     }
-    for (int id : active_) {
+    for (int id : fl) {
       const Flow& f = flows_[static_cast<size_t>(id)];
       if (!f.frozen) delta = std::min(delta, f.cap - f.rate);
     }
-    for (int id : active_) {
+    for (int id : fl) {
       Flow& f = flows_[static_cast<size_t>(id)];
       if (f.frozen) continue;
       f.rate += delta;
@@ -392,7 +478,7 @@ void Sim::shareRates() {
     // Freeze flows at their ceiling or on a full resource (all of them, should rounding leave
     // none to freeze: the loop must end).
     const size_t before = unfrozen;
-    for (int id : active_) {
+    for (int id : fl) {
       Flow& f = flows_[static_cast<size_t>(id)];
       if (f.frozen) continue;
       bool stop = f.rate >= f.cap * (1 - 1e-12);
@@ -406,7 +492,7 @@ void Sim::shareRates() {
       for (int r : f.resources) --resUnfrozen_[static_cast<size_t>(r)];
     }
     if (unfrozen == before) {
-      for (int id : active_) {
+      for (int id : fl) {
         Flow& f = flows_[static_cast<size_t>(id)];
         if (f.frozen) continue;
         f.frozen = true;
@@ -415,10 +501,11 @@ void Sim::shareRates() {
       unfrozen = 0;
     }
   }
-  // resUnfrozen_ is 0 everywhere now; count flows per resource again for the busy time.
-  for (int id : active_)
-    for (int r : flows_[static_cast<size_t>(id)].resources) ++resUnfrozen_[static_cast<size_t>(r)];
-  dirty_ = false;
+  for (int id : fl) {
+    Flow& f = flows_[static_cast<size_t>(id)];
+    ++f.version;
+    if (f.rate > 0) completions_.push({now_ + f.remaining / f.rate, id, f.version});
+  }
 }
 
 StatusOr<Result> Sim::run() {
@@ -446,8 +533,11 @@ StatusOr<Result> Sim::run() {
   signals_.assign(static_cast<size_t>(nranks_), {});
   waiters_.assign(static_cast<size_t>(nranks_), {});
   const size_t nres = static_cast<size_t>(m_.numResources());
+  onResource_.assign(nres, {});
+  busySince_.assign(nres, 0);
   resLeft_.assign(nres, 0);
   resUnfrozen_.assign(nres, 0);
+  resMark_.assign(nres, 0);
   res_.resourceBytes.assign(nres, 0);
   res_.resourceBusyUs.assign(nres, 0);
   CHORUS_RETURN_IF_ERROR(match());
@@ -469,44 +559,32 @@ StatusOr<Result> Sim::run() {
       else
         start(a.step, a.cause);
     }
-    if (dirty_) shareRates();
-    double next = kUnlimited;
-    for (int id : active_) {
-      const Flow& f = flows_[static_cast<size_t>(id)];
-      if (f.rate > 0) next = std::min(next, now_ + f.remaining / f.rate);
-    }
+    if (!dirtyResources_.empty()) shareRates();
+    // The next flow to finish (skipping completions made stale by a later rate).
+    while (!completions_.empty() &&
+           completions_.top().version !=
+               flows_[static_cast<size_t>(completions_.top().flow)].version)
+      completions_.pop();
+    const double next = completions_.empty() ? kUnlimited : completions_.top().at;
     const double timerAt = timers_.empty() ? kUnlimited : timers_.top().at;
     const double t = std::min(next, timerAt);
     if (t == kUnlimited) break;
-    const double dt = t - now_;
-    if (dt > 0) {
-      for (int id : active_) {
-        Flow& f = flows_[static_cast<size_t>(id)];
-        f.remaining -= f.rate * dt;
-        for (int r : f.resources) res_.resourceBytes[static_cast<size_t>(r)] += f.rate * dt;
-      }
-      for (int r : touched_) {
-        const size_t ri = static_cast<size_t>(r);
-        if (resUnfrozen_[ri] > 0) res_.resourceBusyUs[ri] += dt;
-      }
-    }
-    now_ = t;
+    now_ = std::max(now_, t);
     // Flows whose last byte leaves now (within rounding), in a fixed order.
     std::vector<int> done;
-    for (size_t k = 0; k < active_.size();) {
-      Flow& f = flows_[static_cast<size_t>(active_[k])];
-      if (f.rate > 0 && f.remaining <= f.rate * t * 1e-12 + 1e-9) {
-        done.push_back(active_[k]);
-        active_[k] = active_.back();
-        active_.pop_back();
-      } else {
-        ++k;
-      }
+    while (!completions_.empty() && completions_.top().at <= t + t * 1e-12 + 1e-12) {
+      const Completion c = completions_.top();
+      completions_.pop();
+      Flow& f = flows_[static_cast<size_t>(c.flow)];
+      if (c.version != f.version) continue;
+      settle(f);
+      ++f.version;
+      done.push_back(c.flow);
     }
-    if (!done.empty()) dirty_ = true;
     std::sort(done.begin(), done.end(), [&](int a, int b) {
       return flows_[static_cast<size_t>(a)].step < flows_[static_cast<size_t>(b)].step;
     });
+    for (int id : done) removeActive(id);
     for (int id : done) bandwidthDone(id);
     while (!timers_.empty() && timers_.top().at <= now_) {
       const Timer tm = timers_.top();
