@@ -108,6 +108,7 @@ class Sim {
   std::span<const exec::Plan* const> plans_;
   EngineOptions opt_;
   bool fold_ = false;
+  Fold foldKind_ = Fold::kNone;
   int nranks_ = 0;          // ranks of the machine
   int localResources_ = 0;  // resources of one host
 
@@ -152,9 +153,12 @@ Status Sim::match() {
     for (const exec::Plan::Peer& p : plans_[r]->peers) {
       // Folded, the peer's steps are those of its representative on host 0 (q = peer mod K),
       // talking to this rank shifted back by the peer's host.
+      // Host hq's ranks are host 0's mapped by g_hq (engine.h); the receive is at
+      // g_hq^-1(peer), from g_hq^-1(r).
       const int shift = p.rank - p.rank % static_cast<int>(n);
       const size_t q = static_cast<size_t>(p.rank % static_cast<int>(n));
-      const int from = (static_cast<int>(r) - shift + total) % total;
+      const int from = foldKind_ == Fold::kXor ? static_cast<int>(r) ^ shift
+                                                : (static_cast<int>(r) - shift + total) % total;
       auto it = slotOf[q].find(from);
       const std::string pair = "rank " + std::to_string(r) + " -> rank " + std::to_string(p.rank);
       if (it == slotOf[q].end()) {
@@ -512,7 +516,15 @@ StatusOr<Result> Sim::run() {
   const size_t n = plans_.size();
   nranks_ = m_.nranks();
   localResources_ = m_.numResources() / m_.hosts();
-  fold_ = opt_.folded;
+  foldKind_ = opt_.fold;
+  fold_ = foldKind_ != Fold::kNone;
+  if (foldKind_ == Fold::kXor) {
+    auto pow2 = [](int v) { return v > 0 && (v & (v - 1)) == 0; };
+    if (!pow2(m_.hosts()) || !pow2(m_.ranksPerHost()))
+      return invalidArgument("simulate: folding by XOR needs powers of two hosts and ranks per "
+                             "host, not " + std::to_string(m_.hosts()) + " x " +
+                             std::to_string(m_.ranksPerHost()));
+  }
   const size_t expected = static_cast<size_t>(fold_ ? m_.ranksPerHost() : nranks_);
   if (n != expected)
     return invalidArgument("simulate: " + std::to_string(n) + " plans for a machine of " +
@@ -662,6 +674,15 @@ StatusOr<Result> Sim::run() {
 }
 
 }  // namespace
+
+const char* foldName(Fold f) {
+  switch (f) {
+    case Fold::kNone: return "none";
+    case Fold::kShift: return "shift";
+    case Fold::kXor: return "xor";
+  }
+  return "?";
+}
 
 StatusOr<Result> simulate(const Machine& machine, std::span<const exec::Plan* const> plans,
                           const EngineOptions& options) {

@@ -39,16 +39,25 @@
 
 namespace chorus::sim {
 
+/// How host h's ranks relate to host 0's when a simulation is folded by host: rank r + h K
+/// (r < K, the ranks per host) runs rank r's plan with every peer p replaced by g_h(p), where
+///   kShift  g_h(p) = p + h K mod n           (rings, pairwise exchanges)
+///   kXor    g_h(p) = p XOR h K, K and the host count powers of two   (recursive doubling and
+///                                              halving, whose partners differ in one bit)
+/// Both move whole hosts onto whole hosts, which the machine (identical hosts, one non-blocking
+/// switch) does not tell apart.
+enum class Fold : uint8_t { kNone, kShift, kXor };
+const char* foldName(Fold f);  // "none", "shift", "xor"
+
 struct EngineOptions {
   double reduceTraffic = 3;  ///< memory bytes per byte reduced
   double copyTraffic = 2;    ///< memory bytes per byte copied
-  /// Folded by host: `plans` are those of host 0's ranks only, and every other host's ranks run
-  /// the same plans shifted by a multiple of the ranks per host (rank r + h K's plan is rank
-  /// r's with every peer p replaced by p + h K mod n). Each simulated flow then stands for one
-  /// flow per host, each on its own host's copies of the resources, so a resource's load is
-  /// counted on host 0's copy with its multiplicity. The caller must know the plans are so
-  /// (scenario.h checks); the engine cannot tell.
-  bool folded = false;
+  /// Folded: `plans` are those of host 0's ranks only, and every other host's ranks run the
+  /// same plans mapped as `fold` says. Each simulated flow then stands for one flow per host,
+  /// each on its own host's copies of the resources, so a resource's load is counted on host
+  /// 0's copy with its multiplicity. The caller must know the plans are so (scenario.h
+  /// checks); the engine cannot tell.
+  Fold fold = Fold::kNone;
 };
 
 /// One step of the critical path.

@@ -20,10 +20,13 @@ constexpr Coll kSimulated[] = {Coll::kAllReduce, Coll::kBroadcast,     Coll::kRe
                                Coll::kAllGather, Coll::kReduceScatter, Coll::kAllToAll,
                                Coll::kGather,    Coll::kScatter,       Coll::kBarrier};
 
-// True when `b` is `a` with every peer shifted by `shift` ranks (mod n): same steps, kinds,
-// sizes and dependencies. Offsets are not compared: they only matter through dependencies.
-bool sameUpToShift(const exec::Plan& a, const exec::Plan& b, int shift, int n) {
-  auto moved = [&](int p) { return p < 0 ? p : (p + shift) % n; };
+// True when `b` is `a` with every peer p moved to p + shift mod n (kShift) or p XOR shift
+// (kXor): same steps, kinds, sizes and dependencies. Offsets are not compared: they only
+// matter through dependencies.
+bool sameUpTo(Fold fold, const exec::Plan& a, const exec::Plan& b, int shift, int n) {
+  auto moved = [&](int p) {
+    return p < 0 ? p : fold == Fold::kXor ? p ^ shift : (p + shift) % n;
+  };
   const auto& x = a.schedule.steps;
   const auto& y = b.schedule.steps;
   if (x.size() != y.size() || a.peers.size() != b.peers.size()) return false;
@@ -133,21 +136,42 @@ StatusOr<Outcome> runCase(const Machine& machine, const Case& c, const EngineOpt
   for (int h : {1, H / 3, H / 2, H - 1})
     if (h >= 1 && h < H && std::find(sample.begin(), sample.end(), h) == sample.end())
       sample.push_back(h);
-  for (int h : sample) {
-    for (int l = 0; l < K && note.empty(); ++l) {
-      CHORUS_ASSIGN_OR_RETURN(auto plan, build(h * K + l));
-      if (!sameUpToShift(*owned[static_cast<size_t>(l)], *plan, h * K, n))
-        note = "rank " + std::to_string(h * K + l) + "'s plan is not rank " + std::to_string(l) +
-               "'s shifted by " + std::to_string(h) + " host(s)";
+  std::vector<std::shared_ptr<const exec::Plan>> sampled;  // host sample[i / K], local i % K
+  if (note.empty())
+    for (int h : sample)
+      for (int l = 0; l < K; ++l) {
+        CHORUS_ASSIGN_OR_RETURN(auto plan, build(h * K + l));
+        sampled.push_back(std::move(plan));
+      }
+  // The first rank whose plan is not host 0's mapped by `fold`, or "".
+  auto mismatch = [&](Fold fold) -> std::string {
+    for (size_t i = 0; i < sampled.size(); ++i) {
+      const int h = sample[i / static_cast<size_t>(K)], l = static_cast<int>(i) % K;
+      if (!sameUpTo(fold, *owned[static_cast<size_t>(l)], *sampled[i], h * K, n))
+        return "rank " + std::to_string(h * K + l) + "'s plan is not rank " + std::to_string(l) +
+               "'s moved by " + std::to_string(h) + " host(s)";
+    }
+    return "";
+  };
+  auto pow2 = [](int v) { return (v & (v - 1)) == 0; };
+  if (note.empty()) {
+    const std::string shifted = mismatch(Fold::kShift);
+    if (shifted.empty()) {
+      out.fold = Fold::kShift;
+    } else if (pow2(H) && pow2(K) && mismatch(Fold::kXor).empty()) {
+      out.fold = Fold::kXor;
+    } else {
+      note = shifted + (pow2(H) && pow2(K) ? ", shifted or XORed" : "");
     }
   }
-  out.folded = note.empty();
+  sampled.clear();
+  out.folded = out.fold != Fold::kNone;
   if (out.folded) {
     std::string hosts;
     for (int h : sample) hosts += (hosts.empty() ? "" : ", ") + std::to_string(h);
-    out.foldNote = "folded by host: " + std::to_string(K) + " of " + std::to_string(n) +
-                   " ranks simulated (plans checked equal up to the shift on hosts " + hosts +
-                   ")";
+    out.foldNote = std::string("folded by host (") + foldName(out.fold) + "): " +
+                   std::to_string(K) + " of " + std::to_string(n) +
+                   " ranks simulated (plans checked on hosts " + hosts + ")";
   } else {
     out.foldNote = "every rank simulated: " + note;
     const uint64_t estimate = owned.front()->schedule.steps.size() * static_cast<uint64_t>(n);
@@ -168,7 +192,7 @@ StatusOr<Outcome> runCase(const Machine& machine, const Case& c, const EngineOpt
   }
   out.simulatedRanks = static_cast<int>(plans.size());
   EngineOptions eo = options;
-  eo.folded = out.folded;
+  eo.fold = out.fold;
   CHORUS_ASSIGN_OR_RETURN(out.result, simulate(machine, plans, eo));
   out.timeUs = out.result.timeUs;
   if (out.timeUs > 0 && c.coll != Coll::kBarrier) {

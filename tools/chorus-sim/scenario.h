@@ -10,11 +10,13 @@
 // tune::busFactor().
 //
 // Folding by host (the symmetry that makes thousands of ranks affordable). With more than one
-// host, when every rank's plan is host 0's plan of the same local rank with its peers shifted
-// by whole hosts, the engine simulates host 0's ranks only (EngineOptions::folded). Whether the
-// plans are so is checked, not assumed, but on a sample: host 0's plans are compared, step by
-// step (kind, peer shifted, byte counts, dependencies, peers), with those of hosts 1, H/3, H/2
-// and H-1 (the distinct ones of those). The simulation falls back to every rank when:
+// host, when every rank's plan is host 0's plan of the same local rank with its peers moved by
+// whole hosts — shifted (rings, pairwise) or, with powers of two, XORed (recursive doubling and
+// halving) — the engine simulates host 0's ranks only (EngineOptions::fold, engine.h). Whether
+// the plans are so is checked, not assumed, but on a sample: host 0's plans are compared, step
+// by step (kind, peer mapped, byte counts, dependencies, peers), with those of hosts 1, H/3,
+// H/2 and H-1 (the distinct ones of those); the shift is tried first, then the XOR. The
+// simulation falls back to every rank when:
 //   - folding is off (Case::fold) or there is one host;
 //   - a sampled plan differs: rooted collectives (broadcast, reduce, gather, scatter: the root's
 //     host is special), trees over hosts (tree, double binary tree, binomial), uneven slices
@@ -60,6 +62,7 @@ struct Outcome {
   uint64_t steps = 0;  ///< steps simulated (over host 0's ranks when folded)
   int simulatedRanks = 0;
   bool folded = false;
+  Fold fold = Fold::kNone;
   std::string foldNote;  ///< why it folded or did not
   Result result;
 };

@@ -359,20 +359,30 @@ TEST(SimFold, FoldedEqualsEveryRank) {
   StatusOr<Machine> dgx = Machine::fromSystem(*sys, 4, 4, defaultConstants());
   ASSERT_TRUE(dgx.ok()) << dgx.status().message();
   const Machine flat5 = flat(5, 3, 5, 0.5, 7, 3);
+  const Machine flat8 = flat(8, 2, 5, 0.5, 7, 3);
   struct Run {
     const Machine* m;
     Coll coll;
     const char* algo;
+    Fold fold;
   };
-  const Run runs[] = {{&flat5, Coll::kAllReduce, "ring"},  {&flat5, Coll::kAllGather, "ring"},
-                      {&flat5, Coll::kAllToAll, "pairwise"}, {&*dgx, Coll::kAllReduce, "ring"},
-                      {&*dgx, Coll::kReduceScatter, "ring"}};
+  const Run runs[] = {
+      {&flat5, Coll::kAllReduce, "ring", Fold::kShift},
+      {&flat5, Coll::kAllGather, "ring", Fold::kShift},
+      {&flat5, Coll::kAllToAll, "pairwise", Fold::kShift},
+      {&*dgx, Coll::kAllReduce, "ring", Fold::kShift},
+      {&*dgx, Coll::kReduceScatter, "ring", Fold::kShift},
+      {&*dgx, Coll::kAllReduce, "hier", Fold::kShift},
+      {&*dgx, Coll::kAllReduce, "recursive_doubling", Fold::kXor},
+      {&flat8, Coll::kAllReduce, "recursive_doubling", Fold::kXor},
+  };
   for (const Run& r : runs) {
     const uint64_t size = 3 * 5 * 4 * 4096;  // slices divide evenly on 15 and 16 ranks
     const Outcome f = runFold(*r.m, r.coll, size, r.algo, true);
     const Outcome e = runFold(*r.m, r.coll, size, r.algo, false);
     SCOPED_TRACE(f.algo + ": " + f.foldNote);
     ASSERT_TRUE(f.folded);
+    EXPECT_EQ(f.fold, r.fold);
     EXPECT_FALSE(e.folded);
     EXPECT_EQ(f.simulatedRanks, r.m->ranksPerHost());
     EXPECT_EQ(e.simulatedRanks, r.m->nranks());
