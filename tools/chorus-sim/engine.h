@@ -20,8 +20,9 @@
 // Fair sharing. Flows in their bandwidth phase share every resource they cross max-min fairly
 // (progressive filling: all rates grow together; a resource that fills freezes its flows; a
 // flow also stops at its route's ceiling). Rates are recomputed whenever a flow starts or ends,
-// and between two such events every rate is constant, so the simulated time is exact for the
-// model (no time step).
+// over the flows connected to it through shared resources (no other rate can change), and
+// between two such events every rate is constant, so the simulated time is exact for the model
+// (no time step).
 //
 // Not modelled: the consistency header exchange and the per-call overhead, flow control (a
 // sender never waits for buffer space at the receiver: sends are eager), protocol choice by size

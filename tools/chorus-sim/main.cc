@@ -199,7 +199,7 @@ int main(int argc, char** argv) {
     csv = std::fopen(csvFile.c_str(), "w");
     if (!csv) return fail("cannot write " + csvFile, 1);
     std::fprintf(csv, "coll,nranks,hosts,ranks_per_host,bytes,algorithm,time_us,algbw_GBps,"
-                      "busbw_GBps,steps,flows\n");
+                      "busbw_GBps,simulated_ranks,fold,steps,flows\n");
   }
   std::printf("# chorus-sim: %s, %s, %d ranks\n", machine->summary().c_str(), collName.c_str(),
               machine->nranks());
@@ -235,10 +235,11 @@ int main(int argc, char** argv) {
                   out->simulatedRanks, static_cast<unsigned long long>(out->steps),
                   static_cast<unsigned long long>(out->result.flows));
       if (csv)
-        std::fprintf(csv, "%s,%d,%d,%d,%llu,%s,%.6f,%.6f,%.6f,%llu,%llu\n", collName.c_str(),
-                     machine->nranks(), machine->hosts(), machine->ranksPerHost(),
-                     static_cast<unsigned long long>(size), out->algo.c_str(), out->timeUs,
-                     out->algbwGBps, out->busbwGBps,
+        std::fprintf(csv, "%s,%d,%d,%d,%llu,%s,%.6f,%.6f,%.6f,%d,%s,%llu,%llu\n",
+                     collName.c_str(), machine->nranks(), machine->hosts(),
+                     machine->ranksPerHost(), static_cast<unsigned long long>(size),
+                     out->algo.c_str(), out->timeUs, out->algbwGBps, out->busbwGBps,
+                     out->simulatedRanks, sim::foldName(out->fold),
                      static_cast<unsigned long long>(out->steps),
                      static_cast<unsigned long long>(out->result.flows));
       lastOut = std::move(out).value();
