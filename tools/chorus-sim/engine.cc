@@ -29,6 +29,7 @@ struct Flow {
   uint32_t version = 0;  // bumped at every new rate: older completion events are stale
   FlowKind kind = FlowKind::kMemory;
   bool frozen = false;
+  bool active = false;  // in its bandwidth phase
 };
 
 struct Completion {
@@ -138,6 +139,7 @@ class Sim {
   uint32_t epoch_ = 0;
   std::vector<int> dirtyResources_;  // where flows started or ended since the last computation
   std::priority_queue<Completion, std::vector<Completion>, std::greater<Completion>> completions_;
+  size_t activeFlows_ = 0;
   double now_ = 0;
   Result res_;
 };
@@ -228,6 +230,8 @@ void Sim::activate(int id) {
   }
   f.updatedUs = now_;
   f.rate = 0;
+  f.active = true;
+  ++activeFlows_;
   f.slots.resize(f.resources.size());
   for (size_t k = 0; k < f.resources.size(); ++k) {
     const size_t r = static_cast<size_t>(f.resources[k]);
@@ -250,6 +254,8 @@ void Sim::settle(Flow& f) {
 
 void Sim::removeActive(int id) {
   Flow& f = flows_[static_cast<size_t>(id)];
+  f.active = false;
+  --activeFlows_;
   for (size_t k = 0; k < f.resources.size(); ++k) {
     const size_t r = static_cast<size_t>(f.resources[k]);
     std::vector<int>& list = onResource_[r];
@@ -509,6 +515,17 @@ void Sim::shareRates() {
     Flow& f = flows_[static_cast<size_t>(id)];
     ++f.version;
     if (f.rate > 0) completions_.push({now_ + f.remaining / f.rate, id, f.version});
+  }
+  // Every recomputation leaves the old completions of its flows behind as stale entries; when
+  // they outnumber the live ones, start the heap again from the active flows.
+  if (completions_.size() > 4 * activeFlows_ + 4096) {
+    std::vector<Completion> live;
+    for (size_t id = 0; id < flows_.size(); ++id) {
+      const Flow& f = flows_[id];
+      if (f.active && f.rate > 0)
+        live.push_back({f.updatedUs + f.remaining / f.rate, static_cast<int>(id), f.version});
+    }
+    completions_ = decltype(completions_)(std::greater<Completion>(), std::move(live));
   }
 }
 
