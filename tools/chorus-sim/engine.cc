@@ -456,7 +456,8 @@ void Sim::shareRates() {
       }
     }
   }
-  std::sort(fl.begin(), fl.end());  // a fixed order, whatever the discovery order
+  // The discovery order is itself deterministic (resource lists change only through events,
+  // which run in a fixed order), so the result does not depend on anything but the input.
   for (int r : res) {
     resLeft_[static_cast<size_t>(r)] = m_.capacity(r);
     resUnfrozen_[static_cast<size_t>(r)] = 0;
