@@ -205,6 +205,7 @@ StatusOr<Machine> Machine::fromSystem(const topo::System& sys, int hosts, int ra
     if (sys.node(n).linkUp) nics.push_back(n);
   std::vector<std::pair<int, int>> ports(sys.nodes().size(), {-1, -1});
   int madeUp = -1;
+  bool unknownSpeed = false;
   bool infiniband = !nics.empty();
   double slowest = 0;
   m.toNic_.resize(K);
@@ -223,6 +224,7 @@ StatusOr<Machine> Machine::fromSystem(const topo::System& sys, int hosts, int ra
     } else {
       const topo::Node& n = sys.node(nic);
       if (nicGbps <= 0 && n.speedGbps > 0) gbps = n.speedGbps;
+      unknownSpeed = unknownSpeed || (nicGbps <= 0 && n.speedGbps <= 0);
       if (n.nicKind != topo::NicKind::kInfiniBand) infiniband = false;
       auto& port = ports[static_cast<size_t>(nic)];
       if (port.first < 0) {
@@ -254,7 +256,10 @@ StatusOr<Machine> Machine::fromSystem(const topo::System& sys, int hosts, int ra
     << ", intra-host " << cost::linkClassName(m.intraClass_);
   if (hosts > 1)
     o << ", inter-host " << cost::linkClassName(m.interClass_) << " at " << slowest << " Gb/s"
-      << (madeUp >= 0 ? " (no NIC in the topology: the default)" : "");
+      << (madeUp >= 0 ? " (no NIC in the topology: the default)" : "")
+      << (unknownSpeed ? " (a NIC speed the topology does not give: the default; --nic-gbps)"
+                       : "");
+  if (gpu && !nvlink) o << "; no NVLink in the topology";
   m.summary_ = o.str();
   return m;
 }
