@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
   app.add_flag("--no-fold", noFold,
                "simulate every rank even where the plans are the same up to a host shift");
   app.add_option("--max-steps", maxSteps,
-                 "refuse every-rank simulations estimated above this many steps (default 40M)");
+                 "refuse every-rank simulations estimated above this many steps (default 30M)");
   app.add_flag("-q,--quiet", quiet, "only the table: no links, no critical path");
   app.add_flag("--constants", showConstants, "print the device and link constants and exit");
   try {

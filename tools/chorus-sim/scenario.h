@@ -49,8 +49,8 @@ struct Case {
   bool oneSided = false;  ///< every pair may read the other's memory (CUDA IPC, CMA, RDMA)
   bool fold = true;       ///< fold by host where the plans allow it (see above)
   /// Refuse an every-rank simulation estimated (rank 0's steps x ranks) above this many steps
-  /// rather than run out of memory (about 200 bytes per step).
-  uint64_t maxSteps = 40'000'000;
+  /// rather than run out of memory (about 250 bytes per step measured: 30M is about 7.5 GB).
+  uint64_t maxSteps = 30'000'000;
 };
 
 struct Outcome {
