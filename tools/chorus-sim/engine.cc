@@ -64,10 +64,7 @@ class Sim {
     int64_t cause;
   };
 
-  int rankOf(int64_t g) const {
-    return static_cast<int>(std::upper_bound(offset_.begin(), offset_.end(), g) -
-                            offset_.begin()) - 1;
-  }
+  int rankOf(int64_t g) const { return rankOfStep_[static_cast<size_t>(g)]; }
   const sched::Step& stepOf(int64_t g, int* rank = nullptr) const {
     const int r = rankOf(g);
     if (rank) *rank = r;
@@ -114,6 +111,7 @@ class Sim {
   int localResources_ = 0;  // resources of one host
 
   std::vector<int64_t> offset_;  // first global step id of each rank, plus the total
+  std::vector<int32_t> rankOfStep_;
   std::vector<uint32_t> pending_;
   std::vector<double> readyUs_, arrivedUs_, startUs_, doneUs_;
   std::vector<int64_t> cause_, arrivedCause_, partner_;
@@ -552,6 +550,10 @@ StatusOr<Result> Sim::run() {
   for (size_t r = 0; r < n; ++r)
     offset_[r + 1] = offset_[r] + static_cast<int64_t>(plans_[r]->schedule.steps.size());
   const size_t total = static_cast<size_t>(offset_[n]);
+  rankOfStep_.resize(total);
+  for (size_t r = 0; r < n; ++r)
+    std::fill(rankOfStep_.begin() + offset_[r], rankOfStep_.begin() + offset_[r + 1],
+              static_cast<int32_t>(r));
   pending_.resize(total);
   readyUs_.assign(total, -1);
   arrivedUs_.assign(total, -1);
