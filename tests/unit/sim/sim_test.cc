@@ -264,6 +264,13 @@ TEST(SimBuilders, EveryRegisteredAlgorithmRuns) {
     if (!o.ok() && o.status().message().find("cannot run") != std::string::npos) continue;
     ASSERT_TRUE(o.ok()) << a->name << ": " << o.status().message();
     EXPECT_GT(o->timeUs, 0) << a->name;
+    // The critical path ends at the end, and each step on it starts no earlier than the one
+    // that released it ended.
+    const auto& path = o->result.criticalPath;
+    ASSERT_FALSE(path.empty()) << a->name;
+    EXPECT_EQ(path.back().endUs, o->timeUs) << a->name;
+    for (size_t k = 1; k < path.size(); ++k)
+      EXPECT_GE(path[k].startUs, path[k - 1].endUs - 1e-9) << a->name << " at " << k;
     ++ran;
   }
   EXPECT_GT(ran, 20);
