@@ -103,7 +103,7 @@ void printPath(const sim::Result& r) {
 
 int main(int argc, char** argv) {
   std::string topoFile, collName = "allreduce", algos = "tuner", csvFile;
-  int hosts = 1, perHost = 0, root = 0, topLinks = 6;
+  int hosts = 1, perHost = 0, root = 0, topLinks = 6, dumpRank = -1;
   uint64_t minBytes = 8, maxBytes = 64ull << 20, factor = 4, chunk = 256 << 10;
   double nicGbps = 0, intraGBps = 0, intraUs = 0, interUs = 0, memGBps = -1;
   bool oneSided = false, showConstants = false, quiet = false, noFold = false;
@@ -150,6 +150,9 @@ int main(int argc, char** argv) {
                "simulate every rank even where the plans are the same up to a host shift");
   app.add_option("--max-steps", maxSteps,
                  "refuse every-rank simulations estimated above this many steps (default 30M)");
+  app.add_option("--dump-rank", dumpRank,
+                 "list this rank's plan (steps, peers, bytes, dependencies) at the largest size")
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("-q,--quiet", quiet, "only the table: no links, no critical path");
   app.add_flag("--constants", showConstants, "print the device and link constants and exit");
   try {
@@ -220,6 +223,7 @@ int main(int argc, char** argv) {
       c.oneSided = oneSided;
       c.fold = !noFold;
       c.maxSteps = maxSteps;
+      c.dumpRank = size == sizes.back() ? dumpRank : -1;
       chorus::StatusOr<sim::Outcome> out = sim::runCase(*machine, c);
       if (!out.ok()) {
         std::fprintf(stderr, "chorus-sim: %s\n", out.status().message().c_str());
@@ -247,6 +251,8 @@ int main(int argc, char** argv) {
     }
     if (any) std::printf("  at %s: %s\n", chorus::cost::sizeText(sizes.back()).c_str(),
                          lastOut.foldNote.c_str());
+    if (any && !lastOut.plan.empty())
+      std::printf("  plan of rank %d:\n%s", dumpRank, lastOut.plan.c_str());
     if (any && !quiet) {
       if (topLinks > 0) printLinks(*machine, lastOut.result, topLinks);
       printPath(lastOut.result);

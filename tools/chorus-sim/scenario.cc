@@ -119,6 +119,25 @@ StatusOr<Outcome> runCase(const Machine& machine, const Case& c, const EngineOpt
 
   std::vector<std::shared_ptr<const exec::Plan>> owned;
   auto build = [&](int r) { return exec::planAlgorithm(*info, d, r, n, layout.ringOrder()); };
+  if (c.dumpRank >= 0) {
+    if (c.dumpRank >= n)
+      return invalidArgument("rank " + std::to_string(c.dumpRank) + " to list is not a rank of " +
+                             std::to_string(n));
+    CHORUS_ASSIGN_OR_RETURN(auto plan, build(c.dumpRank));
+    const auto& steps = plan->schedule.steps;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const sched::Step& s = steps[i];
+      std::string line = std::to_string(i) + " " + sched::stepKindName(s.kind);
+      if (s.peer >= 0) line += " peer " + std::to_string(s.peer);
+      const uint64_t bytes = s.kind == sched::StepKind::kSend ? s.a.bytes : s.dst.bytes;
+      if (bytes) line += " " + std::to_string(bytes) + " B";
+      if (!s.deps.empty()) {
+        line += " <-";
+        for (uint32_t dep : s.deps) line += " " + std::to_string(dep);
+      }
+      out.plan += line + "\n";
+    }
+  }
   const int K = machine.ranksPerHost(), H = machine.hosts();
   for (int r = 0; r < K; ++r) {
     CHORUS_ASSIGN_OR_RETURN(auto plan, build(r));

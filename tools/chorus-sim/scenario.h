@@ -51,6 +51,7 @@ struct Case {
   /// Refuse an every-rank simulation estimated (rank 0's steps x ranks) above this many steps
   /// rather than run out of memory (about 250 bytes per step measured: 30M is about 7.5 GB).
   uint64_t maxSteps = 30'000'000;
+  int dumpRank = -1;  ///< >= 0: Outcome::plan lists this rank's plan, step by step
 };
 
 struct Outcome {
@@ -64,6 +65,7 @@ struct Outcome {
   bool folded = false;
   Fold fold = Fold::kNone;
   std::string foldNote;  ///< why it folded or did not
+  std::string plan;      ///< Case::dumpRank's plan: "step kind peer bytes <- deps" lines
   Result result;
 };
 
