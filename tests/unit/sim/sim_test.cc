@@ -165,6 +165,23 @@ TEST(SimEngine, RecvReduceAddsMemoryTime) {
   EXPECT_NEAR(simulateOk(m, p).timeUs, 1000 + 5 + 1000, kTol);
 }
 
+// Window synchronization and a one-sided read: rank 1 awaits rank 0's first signal (which
+// reaches it one latency later), then reads 1 MB of rank 0's window: 5 + 1000 + 5 us.
+TEST(SimEngine, AwaitThenGet) {
+  const Machine m = flat(1, 2);
+  Plans p(2);
+  const sched::Range window{sched::kWindow, 0, 1'000'000};
+  p[0].copy(in(1'000'000), window);
+  p[0].signal();
+  p[1].signal();
+  p[1].await(0, 1);
+  p[1].get(0, window, out(1'000'000));
+  const Result r = simulateOk(m, p);
+  EXPECT_NEAR(r.rankDoneUs[1], 5 + 1000 + 5, kTol);
+  ASSERT_GE(r.criticalPath.size(), 2u);
+  EXPECT_EQ(r.criticalPath.back().kind, sched::StepKind::kGet);
+}
+
 TEST(SimEngine, MismatchedPlansAreRefusedNotHung) {
   const Machine m = flat(1, 2);
   Plans p(2);
