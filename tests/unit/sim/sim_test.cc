@@ -1,0 +1,453 @@
+// The simulator on machines small enough to compute by hand. Units: a flat machine's port of
+// 1 GB/s carries 1000 bytes per microsecond, so S bytes take S / 1000 us.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/exec/plan.h"
+#include "src/topology/placement.h"
+#include "tools/chorus-sim/constants.h"
+#include "tools/chorus-sim/engine.h"
+#include "tools/chorus-sim/machine.h"
+#include "tools/chorus-sim/scenario.h"
+
+namespace chorus::sim {
+namespace {
+
+using sched::Coll;
+using sched::kInput;
+using sched::kOutput;
+
+constexpr double kTol = 1e-6;  // us; simulated time is exact up to rounding
+
+Machine flat(int hosts, int perHost, double alpha = 5, double nicGBps = 1,
+             double interAlpha = 7, double memGBps = 0) {
+  FlatSpec f;
+  f.hosts = hosts;
+  f.ranksPerHost = perHost;
+  f.intraGBps = 1;
+  f.intraLatencyUs = alpha;
+  f.nicGBps = nicGBps;
+  f.interLatencyUs = interAlpha;
+  f.memGBps = memGBps;
+  StatusOr<Machine> m = Machine::flat(f);
+  EXPECT_TRUE(m.ok()) << m.status().message();
+  return std::move(m).value();
+}
+
+// Hand-written schedules, one per rank, finalized and prepared as the communicator does.
+class Plans {
+ public:
+  explicit Plans(int n) : schedules_(static_cast<size_t>(n)) {}
+  sched::Schedule& operator[](int r) { return schedules_[static_cast<size_t>(r)]; }
+  std::vector<const exec::Plan*> prepare() {
+    std::vector<const exec::Plan*> out;
+    const int n = static_cast<int>(schedules_.size());
+    for (int r = 0; r < n; ++r) {
+      sched::Schedule s = schedules_[static_cast<size_t>(r)];
+      s.finalize();
+      auto p = exec::prepare(std::move(s), "test", algo::kNoAlgorithm, false, r, n);
+      EXPECT_TRUE(p.ok()) << p.status().message();
+      owned_.push_back(*p);
+      out.push_back(owned_.back().get());
+    }
+    return out;
+  }
+
+ private:
+  std::vector<sched::Schedule> schedules_;
+  std::vector<std::shared_ptr<const exec::Plan>> owned_;
+};
+
+sched::Range in(uint64_t bytes, uint64_t offset = 0) { return {kInput, offset, bytes}; }
+sched::Range out(uint64_t bytes, uint64_t offset = 0) { return {kOutput, offset, bytes}; }
+
+Result simulateOk(const Machine& m, Plans& p) {
+  StatusOr<Result> r = simulate(m, p.prepare());
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return r.ok() ? std::move(r).value() : Result{};
+}
+
+Outcome runOk(const Machine& m, Coll coll, uint64_t size, const std::string& algo,
+              uint64_t chunk) {
+  Case c;
+  c.coll = coll;
+  c.sizeBytes = size;
+  c.algo = algo;
+  c.chunkBytes = chunk;
+  StatusOr<Outcome> o = runCase(m, c);
+  EXPECT_TRUE(o.ok()) << o.status().message();
+  return o.ok() ? std::move(o).value() : Outcome{};
+}
+
+// One message over one link: alpha + S / beta.
+TEST(SimEngine, OneMessageIsAlphaPlusSizeOverBandwidth) {
+  const Machine m = flat(1, 2);
+  Plans p(2);
+  p[0].send(1, in(1'000'000));
+  p[1].recv(0, out(1'000'000));
+  const Result r = simulateOk(m, p);
+  EXPECT_NEAR(r.timeUs, 5 + 1000, kTol);
+  EXPECT_NEAR(r.rankDoneUs[0], 1000, kTol);  // the sender is done when its last byte left
+  ASSERT_EQ(r.criticalPath.size(), 2u);
+  EXPECT_EQ(r.criticalPath[0].kind, sched::StepKind::kSend);
+  EXPECT_EQ(r.criticalPath[1].kind, sched::StepKind::kRecv);
+}
+
+// Two flows leaving through one port share it: each gets half, both take twice as long.
+TEST(SimEngine, TwoFlowsSharingAPortTakeTwiceAsLong) {
+  const Machine m = flat(1, 3);
+  Plans p(3);
+  p[0].send(1, in(1'000'000));
+  p[0].send(2, in(1'000'000));
+  p[1].recv(0, out(1'000'000));
+  p[2].recv(0, out(1'000'000));
+  const Result r = simulateOk(m, p);
+  EXPECT_NEAR(r.rankDoneUs[1], 5 + 2000, kTol);
+  EXPECT_NEAR(r.rankDoneUs[2], 5 + 2000, kTol);
+  EXPECT_NEAR(r.timeUs, 5 + 2000, kTol);
+}
+
+// Messages to one peer go one after another (one connection); their latencies overlap.
+TEST(SimEngine, MessagesToOnePeerAreSerializedAndPipelined) {
+  const Machine m = flat(1, 2);
+  Plans p(2);
+  for (int k = 0; k < 4; ++k) p[0].send(1, in(250'000, 250'000u * k));
+  for (int k = 0; k < 4; ++k) p[1].recv(0, out(250'000, 250'000u * k));
+  const Result r = simulateOk(m, p);
+  EXPECT_NEAR(r.timeUs, 1000 + 5, kTol);
+  EXPECT_EQ(r.flows, 4u);
+}
+
+// Max-min fairness with different bottlenecks: rank 0 sends to rank 1 (same host, port 1 GB/s)
+// and to rank 2 (other host, NIC 0.25 GB/s). Both cross rank 0's out port; the NIC holds the
+// second flow at 250 B/us, so the first gets the remaining 750. With 750 KB each, the first is
+// done at 1000 us; the second has 250 KB through by then and takes the rest alone at the NIC's
+// 250 B/us: 2000 us more.
+TEST(SimEngine, MaxMinSharingGivesLeftoverToTheUnconstrainedFlow) {
+  const Machine m = flat(2, 2, /*alpha=*/5, /*nicGBps=*/0.25, /*interAlpha=*/7);
+  Plans p(4);
+  p[0].send(1, in(750'000));
+  p[0].send(2, in(750'000));
+  p[1].recv(0, out(750'000));
+  p[2].recv(0, out(750'000));
+  const Result r = simulateOk(m, p);
+  EXPECT_NEAR(r.rankDoneUs[1], 1000 + 5, kTol);
+  EXPECT_NEAR(r.rankDoneUs[2], 3000 + 7, kTol);
+  // The NIC carried exactly the second message, and was busy all the while.
+  const int tx = m.route(0, 2).resources[1];
+  EXPECT_EQ(m.resourceName(tx), "h0:nic.tx");
+  EXPECT_NEAR(r.resourceBytes[static_cast<size_t>(tx)], 750'000, 1e-3);
+  EXPECT_NEAR(r.resourceBusyUs[static_cast<size_t>(tx)], 3000, kTol);
+}
+
+// Two ranks of one host sending to two ranks of another share the host's NIC.
+TEST(SimEngine, FlowsBetweenHostsShareTheNic) {
+  const Machine m = flat(2, 2, 5, /*nicGBps=*/1, /*interAlpha=*/7);
+  Plans p(4);
+  p[0].send(2, in(1'000'000));
+  p[1].send(3, in(1'000'000));
+  p[2].recv(0, out(1'000'000));
+  p[3].recv(1, out(1'000'000));
+  EXPECT_NEAR(simulateOk(m, p).timeUs, 2000 + 7, kTol);
+}
+
+// A reduction costs reduceTraffic x bytes at the rank's memory rate, after its message.
+TEST(SimEngine, RecvReduceAddsMemoryTime) {
+  const Machine m = flat(1, 2, 5, 1, 7, /*memGBps=*/3);
+  Plans p(2);
+  p[0].send(1, in(1'000'000));
+  p[1].recvReduce(0, in(1'000'000), out(1'000'000));
+  // 1000 us on the wire, 5 us latency, 3 MB of memory traffic at 3000 B/us: 1000 us.
+  EXPECT_NEAR(simulateOk(m, p).timeUs, 1000 + 5 + 1000, kTol);
+}
+
+// Window synchronization and a one-sided read: rank 1 awaits rank 0's first signal (which
+// reaches it one latency later), then reads 1 MB of rank 0's window: 5 + 1000 + 5 us.
+TEST(SimEngine, AwaitThenGet) {
+  const Machine m = flat(1, 2);
+  Plans p(2);
+  const sched::Range window{sched::kWindow, 0, 1'000'000};
+  p[0].copy(in(1'000'000), window);
+  p[0].signal();
+  p[1].signal();
+  p[1].await(0, 1);
+  p[1].get(0, window, out(1'000'000));
+  const Result r = simulateOk(m, p);
+  EXPECT_NEAR(r.rankDoneUs[1], 5 + 1000 + 5, kTol);
+  ASSERT_GE(r.criticalPath.size(), 2u);
+  EXPECT_EQ(r.criticalPath.back().kind, sched::StepKind::kGet);
+}
+
+TEST(SimEngine, MismatchedPlansAreRefusedNotHung) {
+  const Machine m = flat(1, 2);
+  Plans p(2);
+  p[0].send(1, in(100));
+  p[1].recv(0, out(100));
+  p[1].recv(0, out(100, 100));
+  StatusOr<Result> r = simulate(m, p.prepare());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("1 messages sent, 2 received"), std::string::npos)
+      << r.status().message();
+}
+
+// ---- The registered builders, through the communicator's own path ------------------------
+
+// Ring all-reduce of S bytes on 4 ranks, free memory. The ring cuts each slice (S/n) into two
+// chunks (ringChunkElems: at most half a slice), so every link carries 2 (n-1) x 2 messages of
+// T = S/(2n) / beta. The loop is chunk-major and messages to one peer leave in program order,
+// so chunk 1's first send waits until chunk 0's last send has left: chunk 0 costs
+// 2(n-1) - 1 hops of (T + alpha) plus T, chunk 1 then 2(n-1) hops of (T + alpha).
+TEST(SimBuilders, RingAllReduceOnOneHost) {
+  const Machine m = flat(1, 4);
+  const uint64_t S = 4'000'000;
+  const Outcome o = runOk(m, Coll::kAllReduce, S, "ring", 1'000'000);
+  EXPECT_EQ(o.algo, "allreduce:ring");
+  const double T = 500, alpha = 5;
+  EXPECT_NEAR(o.timeUs, 5 * (T + alpha) + T + 6 * (T + alpha), kTol);
+  EXPECT_NEAR(o.algbwGBps, S / (o.timeUs * 1e3), 1e-12);
+  EXPECT_NEAR(o.busbwGBps, o.algbwGBps * 2 * 3 / 4, 1e-12);
+  // 6 sends and 5 receives of chunk 0 (its last send hands over to chunk 1's first), then 6
+  // sends and 6 receives of chunk 1.
+  EXPECT_EQ(o.result.criticalPath.size(), 23u);
+}
+
+// The same with memory at 3 GB/s: each reduce-scatter step also reduces its chunk, R = 3 x
+// 500 KB / 3000 B/us = 500 us, between the receive and the next send.
+TEST(SimBuilders, RingAllReduceWithReductions) {
+  const Machine m = flat(1, 4, 5, 1, 7, /*memGBps=*/3);
+  const Outcome o = runOk(m, Coll::kAllReduce, 4'000'000, "ring", 1'000'000);
+  const double T = 500, alpha = 5, R = 500;
+  const double chunk0 = 3 * (T + alpha + R) + 2 * (T + alpha) + T;
+  const double chunk1 = 3 * (T + alpha + R) + 3 * (T + alpha);
+  EXPECT_NEAR(o.timeUs, chunk0 + chunk1, kTol);
+}
+
+// Pipelined chain broadcast, 4 ranks, C chunks of time T: the last rank has the last chunk at
+// (C + n - 2) T + (n - 1) alpha (latencies do not stack per chunk: links stream).
+TEST(SimBuilders, ChainBroadcastPipelines) {
+  const Machine m = flat(1, 4);
+  const Outcome o = runOk(m, Coll::kBroadcast, 4'000'000, "chain", 500'000);
+  EXPECT_NEAR(o.timeUs, (8 + 4 - 2) * 500 + 3 * 5, kTol);
+}
+
+// Binomial broadcast on 4 ranks, one chunk: the root sends to 2 and 1 at once (sharing its
+// port, 2T), then 2 forwards to 3 (T): 3T + 2 alpha.
+TEST(SimBuilders, BinomialTreeBroadcast) {
+  const Machine m = flat(1, 4);
+  const Outcome o = runOk(m, Coll::kBroadcast, 1'000'000, "binomial", 4 << 20);
+  EXPECT_NEAR(o.timeUs, 3 * 1000 + 2 * 5, kTol);
+  EXPECT_NEAR(o.result.rankDoneUs[1], 2000 + 5, kTol);
+}
+
+TEST(SimBuilders, TunerChoosesARegisteredAlgorithm) {
+  const Machine m = flat(2, 4);
+  const Outcome o = runOk(m, Coll::kAllReduce, 1 << 20, "tuner", 256 << 10);
+  EXPECT_EQ(o.algo.rfind("allreduce:", 0), 0u) << o.algo;
+  EXPECT_FALSE(o.why.empty());
+  EXPECT_GT(o.timeUs, 0);
+}
+
+TEST(SimBuilders, UnknownAlgorithmIsNamed) {
+  const Machine m = flat(1, 4);
+  Case c;
+  c.sizeBytes = 1024;
+  c.algo = "nosuch";
+  StatusOr<Outcome> o = runCase(m, c);
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("unknown algorithm 'nosuch' for allreduce"),
+            std::string::npos)
+      << o.status().message();
+  EXPECT_NE(o.status().message().find("ring"), std::string::npos);
+}
+
+// Every registered (unquantized) algorithm of every simulated collective runs to completion on
+// a two-host machine: the plans fit together and nothing deadlocks.
+TEST(SimBuilders, EveryRegisteredAlgorithmRuns) {
+  const Machine m = flat(2, 3, 5, 1, 7, 3);
+  int ran = 0;
+  for (const algo::AlgoInfo* a : algo::allAlgorithms()) {
+    if (a->quantized || !parseColl(sched::collName(a->coll))) continue;
+    Case c;
+    c.coll = a->coll;
+    c.sizeBytes = 6 * 4096;
+    c.algo = a->name;
+    c.chunkBytes = 1024;
+    c.oneSided = true;
+    StatusOr<Outcome> o = runCase(m, c);
+    if (!o.ok() && o.status().message().find("cannot run") != std::string::npos) continue;
+    ASSERT_TRUE(o.ok()) << a->name << ": " << o.status().message();
+    EXPECT_GT(o->timeUs, 0) << a->name;
+    // The critical path ends at the end, and each step on it starts no earlier than the one
+    // that released it ended.
+    const auto& path = o->result.criticalPath;
+    ASSERT_FALSE(path.empty()) << a->name;
+    EXPECT_EQ(path.back().endUs, o->timeUs) << a->name;
+    for (size_t k = 1; k < path.size(); ++k)
+      EXPECT_GE(path[k].startUs, path[k - 1].endUs - 1e-9) << a->name << " at " << k;
+    ++ran;
+  }
+  EXPECT_GT(ran, 20);
+}
+
+// ---- Topology files ----------------------------------------------------------------------
+
+std::string topoFile(const char* name) {
+  return std::string(CHORUS_TEST_DATA_DIR) + "/topologies/" + name;
+}
+
+TEST(SimTopology, DgxLikeServerRingIsBoundByNvlink) {
+  StatusOr<topo::System> sys = topo::loadTopologyFile(topoFile("dgx-h100-like.xml"));
+  ASSERT_TRUE(sys.ok()) << sys.status().message();
+  StatusOr<Machine> m = Machine::fromSystem(*sys, 1, 8, defaultConstants());
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->intraClass(), cost::LinkClass::kNvlink);
+  const Outcome a = runOk(*m, Coll::kAllReduce, 64 << 20, "ring", 8 << 20);
+  const Outcome b = runOk(*m, Coll::kAllReduce, 64 << 20, "ring", 8 << 20);
+  EXPECT_EQ(a.timeUs, b.timeUs);  // deterministic
+  // Every GPU's NVLink egress is 18 links; the ring sends to one peer at a time, at the path's
+  // rate. As in RingAllReduceOnOneHost: C = 2 chunks of T per slice, 2(n-1)C T + (2(n-1)C - C +
+  // 1) alpha, with alpha the route's latency, plus (n-1)C reductions of a chunk in HBM.
+  double nvl = 0;
+  for (int r = 0; r < m->numResources(); ++r)
+    if (m->resourceName(r).find(".nvl-out") != std::string::npos) nvl = m->capacity(r);
+  const Route route = m->route(0, 1);
+  ASSERT_GT(nvl, 0);
+  const double T = (4 << 20) / std::min(nvl, route.cap), alpha = route.latencyUs;
+  const double R = 3.0 * (4 << 20) / m->capacity(m->memory(0));
+  EXPECT_NEAR(a.timeUs, 28 * T + 27 * alpha + 14 * R, 1e-6);
+  EXPECT_LE(a.busbwGBps, nvl / 1e3);
+}
+
+TEST(SimTopology, TwoHostsCrossTheirNics) {
+  StatusOr<topo::System> sys = topo::loadTopologyFile(topoFile("dgx-h100-like.xml"));
+  ASSERT_TRUE(sys.ok());
+  StatusOr<Machine> m = Machine::fromSystem(*sys, 2, 8, defaultConstants());
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->interClass(), cost::LinkClass::kInfiniBand);
+  const Route r = m->route(0, 8);
+  bool tx = false;
+  for (int id : r.resources) tx = tx || m->resourceName(id).find(".tx") != std::string::npos;
+  EXPECT_TRUE(tx);
+  const Outcome o = runOk(*m, Coll::kAllReduce, 16 << 20, "ring", 1 << 20);
+  // One ring crosses each host boundary once: bounded by one 400 Gb/s NIC (50 GB/s).
+  EXPECT_GT(o.busbwGBps, 0);
+  EXPECT_LE(o.busbwGBps, 50);
+}
+
+TEST(SimTopology, CpuOnlyHostRuns) {
+  StatusOr<topo::System> sys = topo::loadTopologyFile(topoFile("two-socket-cpu.json"));
+  ASSERT_TRUE(sys.ok()) << sys.status().message();
+  StatusOr<Machine> m = Machine::fromSystem(*sys, 2, 4, defaultConstants());
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->intraClass(), cost::LinkClass::kShm);
+  EXPECT_GT(runOk(*m, Coll::kAllGather, 1 << 20, "tuner", 256 << 10).timeUs, 0);
+}
+
+TEST(SimTopology, BadShapesAreRefused) {
+  StatusOr<topo::System> sys = topo::loadTopologyFile(topoFile("dgx-h100-like.xml"));
+  ASSERT_TRUE(sys.ok());
+  StatusOr<Machine> tooMany = Machine::fromSystem(*sys, 1, 9, defaultConstants());
+  ASSERT_FALSE(tooMany.ok());
+  EXPECT_NE(tooMany.status().message().find("only 8 GPUs"), std::string::npos);
+  EXPECT_FALSE(Machine::fromSystem(*sys, 0, 8, defaultConstants()).ok());
+  FlatSpec f;
+  f.ranksPerHost = 0;
+  EXPECT_FALSE(Machine::flat(f).ok());
+}
+
+
+// ---- Folding by host ---------------------------------------------------------------------
+
+Outcome runFold(const Machine& m, Coll coll, uint64_t size, const std::string& algo, bool fold) {
+  Case c;
+  c.coll = coll;
+  c.sizeBytes = size;
+  c.algo = algo;
+  c.chunkBytes = 64 << 10;
+  c.fold = fold;
+  StatusOr<Outcome> o = runCase(m, c);
+  EXPECT_TRUE(o.ok()) << o.status().message();
+  return o.ok() ? std::move(o).value() : Outcome{};
+}
+
+// Folded and every-rank simulations of host-shift-symmetric plans agree exactly: the time, every
+// rank's finish, every resource's bytes.
+TEST(SimFold, FoldedEqualsEveryRank) {
+  StatusOr<topo::System> sys = topo::loadTopologyFile(
+      std::string(CHORUS_TEST_DATA_DIR) + "/topologies/dgx-h100-like.xml");
+  ASSERT_TRUE(sys.ok());
+  StatusOr<Machine> dgx = Machine::fromSystem(*sys, 4, 4, defaultConstants());
+  ASSERT_TRUE(dgx.ok()) << dgx.status().message();
+  const Machine flat5 = flat(5, 3, 5, 0.5, 7, 3);
+  const Machine flat8 = flat(8, 2, 5, 0.5, 7, 3);
+  struct Run {
+    const Machine* m;
+    Coll coll;
+    const char* algo;
+    Fold fold;
+  };
+  const Run runs[] = {
+      {&flat5, Coll::kAllReduce, "ring", Fold::kShift},
+      {&flat5, Coll::kAllGather, "ring", Fold::kShift},
+      {&flat5, Coll::kAllToAll, "pairwise", Fold::kShift},
+      {&*dgx, Coll::kAllReduce, "ring", Fold::kShift},
+      {&*dgx, Coll::kReduceScatter, "ring", Fold::kShift},
+      {&*dgx, Coll::kAllReduce, "hier", Fold::kShift},
+      {&*dgx, Coll::kAllReduce, "recursive_doubling", Fold::kXor},
+      {&flat8, Coll::kAllReduce, "recursive_doubling", Fold::kXor},
+  };
+  for (const Run& r : runs) {
+    const uint64_t size = 3 * 5 * 4 * 4096;  // slices divide evenly on 15 and 16 ranks
+    const Outcome f = runFold(*r.m, r.coll, size, r.algo, true);
+    const Outcome e = runFold(*r.m, r.coll, size, r.algo, false);
+    SCOPED_TRACE(f.algo + ": " + f.foldNote);
+    ASSERT_TRUE(f.folded);
+    EXPECT_EQ(f.fold, r.fold);
+    EXPECT_FALSE(e.folded);
+    EXPECT_EQ(f.simulatedRanks, r.m->ranksPerHost());
+    EXPECT_EQ(e.simulatedRanks, r.m->nranks());
+    EXPECT_NEAR(f.timeUs, e.timeUs, 1e-9 * e.timeUs);
+    ASSERT_EQ(f.result.rankDoneUs.size(), e.result.rankDoneUs.size());
+    for (size_t k = 0; k < e.result.rankDoneUs.size(); ++k)
+      EXPECT_NEAR(f.result.rankDoneUs[k], e.result.rankDoneUs[k], 1e-9 * e.timeUs) << k;
+    for (size_t k = 0; k < e.result.resourceBytes.size(); ++k)
+      EXPECT_NEAR(f.result.resourceBytes[k], e.result.resourceBytes[k], 1e-6) << k;
+  }
+}
+
+// Rooted collectives and trees over hosts are not the same on every host: every rank runs, and
+// the note says which rank broke the symmetry.
+TEST(SimFold, FallsBackWhereHostsDiffer) {
+  const Machine m = flat(4, 2, 5, 1, 7, 3);
+  const Outcome b = runFold(m, Coll::kBroadcast, 1 << 16, "chain", true);
+  EXPECT_FALSE(b.folded);
+  EXPECT_EQ(b.simulatedRanks, 8);
+  EXPECT_NE(b.foldNote.find("is not rank"), std::string::npos) << b.foldNote;
+  const Outcome t = runFold(m, Coll::kAllReduce, 1 << 16, "tree", true);
+  EXPECT_FALSE(t.folded) << t.foldNote;
+  const Outcome one = runFold(flat(1, 4), Coll::kAllReduce, 1 << 16, "ring", true);
+  EXPECT_FALSE(one.folded);
+  EXPECT_EQ(one.foldNote, "every rank simulated: one host");
+}
+
+// An every-rank simulation that would not fit is refused up front, naming the limit.
+TEST(SimFold, HugeEveryRankRunsAreRefused) {
+  const Machine m = flat(64, 2, 5, 1, 7, 3);
+  Case c;
+  c.coll = Coll::kBroadcast;
+  c.sizeBytes = 1 << 20;
+  c.algo = "chain";
+  c.chunkBytes = 4096;
+  c.maxSteps = 10'000;
+  StatusOr<Outcome> o = runCase(m, c);
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("over the limit of 10000"), std::string::npos)
+      << o.status().message();
+}
+
+}  // namespace
+}  // namespace chorus::sim

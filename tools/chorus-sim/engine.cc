@@ -1,0 +1,713 @@
+#include "tools/chorus-sim/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <queue>
+#include <unordered_map>
+
+namespace chorus::sim {
+
+namespace {
+
+using sched::StepKind;
+
+bool isSendLike(StepKind k) { return k == StepKind::kSend || k == StepKind::kNotify; }
+
+enum class FlowKind : uint8_t { kMessage, kGet, kMemory };
+
+struct Flow {
+  double remaining = 0;
+  double rate = 0;
+  double cap = kUnlimited;
+  double latencyUs = 0;
+  double updatedUs = 0;  // `remaining` is as of this time
+  std::vector<int> resources;
+  std::vector<uint32_t> slots;  // per entry of `resources`: its index in that resource's list
+  int64_t step = -1;
+  uint64_t conn = 0;  // kMessage: the ordered pair
+  uint32_t version = 0;  // bumped at every new rate: older completion events are stale
+  FlowKind kind = FlowKind::kMemory;
+  bool frozen = false;
+  bool active = false;  // in its bandwidth phase
+};
+
+struct Completion {
+  double at;
+  int flow;
+  uint32_t version;
+  bool operator>(const Completion& o) const { return at != o.at ? at > o.at : flow > o.flow; }
+};
+
+enum class TimerKind : uint8_t { kDeliver, kReadArrived, kAwaitDone };
+
+struct Timer {
+  double at;
+  uint64_t seq;
+  TimerKind kind;
+  int64_t step;   // the step it completes (the receive, the get, the await)
+  int64_t cause;  // the step that caused it (the send, the signal)
+  bool operator>(const Timer& o) const { return at != o.at ? at > o.at : seq > o.seq; }
+};
+
+class Sim {
+ public:
+  Sim(const Machine& m, std::span<const exec::Plan* const> plans, const EngineOptions& o)
+      : m_(m), plans_(plans), opt_(o) {}
+
+  StatusOr<Result> run();
+
+ private:
+  struct Action {
+    bool finish;  // false: start
+    int64_t step;
+    int64_t cause;
+  };
+
+  int rankOf(int64_t g) const { return rankOfStep_[static_cast<size_t>(g)]; }
+  const sched::Step& stepOf(int64_t g, int* rank = nullptr) const {
+    const int r = rankOf(g);
+    if (rank) *rank = r;
+    return plans_[static_cast<size_t>(r)]
+        ->schedule.steps[static_cast<size_t>(g - offset_[static_cast<size_t>(r)])];
+  }
+  std::string where(int64_t g) const {
+    int r = 0;
+    const sched::Step& s = stepOf(g, &r);
+    std::string w = "rank " + std::to_string(r) + " step " +
+                    std::to_string(g - offset_[static_cast<size_t>(r)]) + " (" +
+                    sched::stepKindName(s.kind);
+    if (s.peer >= 0) w += " peer " + std::to_string(s.peer);
+    return w + ")";
+  }
+
+  Status match();
+  // The route from `src` to `dst`; folded, its resources are host 0's copies.
+  Route routeOf(int src, int dst) const {
+    Route r = m_.route(src, dst);
+    if (fold_)
+      for (int& id : r.resources) id %= localResources_;
+    return r;
+  }
+  void start(int64_t g, int64_t cause);
+  void finish(int64_t g, int64_t cause);
+  void startFlow(Flow f);
+  void activate(int id);
+  void bandwidthDone(int id);
+  void memoryFlow(int64_t g, double bytes);
+  void receive(int64_t g);  // the message has arrived and the step has started
+  void addTimer(double at, TimerKind kind, int64_t step, int64_t cause);
+  void signalDone(int rank);
+  void settle(Flow& f);
+  void removeActive(int id);
+  void shareRates();
+
+  const Machine& m_;
+  std::span<const exec::Plan* const> plans_;
+  EngineOptions opt_;
+  bool fold_ = false;
+  Fold foldKind_ = Fold::kNone;
+  int nranks_ = 0;          // ranks of the machine
+  int localResources_ = 0;  // resources of one host
+
+  std::vector<int64_t> offset_;  // first global step id of each rank, plus the total
+  std::vector<int32_t> rankOfStep_;
+  std::vector<uint32_t> pending_;
+  std::vector<double> readyUs_, arrivedUs_, startUs_, doneUs_;
+  std::vector<int64_t> cause_, arrivedCause_, partner_;
+
+  std::vector<Flow> flows_;
+  std::vector<int> freeFlows_;
+  std::unordered_map<uint64_t, std::deque<int>> connQueue_;
+  std::unordered_map<uint64_t, bool> connBusy_;
+  std::priority_queue<Timer, std::vector<Timer>, std::greater<Timer>> timers_;
+  uint64_t timerSeq_ = 0;
+  std::deque<Action> actions_;
+
+  std::vector<std::vector<int64_t>> signals_;  // per rank: its signal steps in order
+  std::vector<std::vector<int64_t>> waiters_;  // per rank: awaits on it not yet satisfied
+
+  // Active flows per resource (a flow crossing a resource twice, as folded flows may, is listed
+  // twice), and what a rate computation needs per resource.
+  std::vector<std::vector<int>> onResource_;
+  std::vector<double> busySince_;
+  std::vector<double> resLeft_;
+  std::vector<int> resUnfrozen_;
+  std::vector<uint32_t> resMark_, flowMark_;
+  uint32_t epoch_ = 0;
+  std::vector<int> dirtyResources_;  // where flows started or ended since the last computation
+  std::priority_queue<Completion, std::vector<Completion>, std::greater<Completion>> completions_;
+  size_t activeFlows_ = 0;
+  double now_ = 0;
+  Result res_;
+};
+
+Status Sim::match() {
+  const size_t n = plans_.size();
+  const int total = nranks_;
+  std::vector<std::unordered_map<int, int>> slotOf(n);
+  for (size_t r = 0; r < n; ++r)
+    for (size_t s = 0; s < plans_[r]->peers.size(); ++s)
+      slotOf[r][plans_[r]->peers[s].rank] = static_cast<int>(s);
+  for (size_t r = 0; r < n; ++r) {
+    for (const exec::Plan::Peer& p : plans_[r]->peers) {
+      // Folded, the peer's steps are those of its representative on host 0 (q = peer mod K),
+      // talking to this rank shifted back by the peer's host.
+      // Host hq's ranks are host 0's mapped by g_hq (engine.h); the receive is at
+      // g_hq^-1(peer), from g_hq^-1(r).
+      const int shift = p.rank - p.rank % static_cast<int>(n);
+      const size_t q = static_cast<size_t>(p.rank % static_cast<int>(n));
+      const int from = foldKind_ == Fold::kXor ? static_cast<int>(r) ^ shift
+                                                : (static_cast<int>(r) - shift + total) % total;
+      auto it = slotOf[q].find(from);
+      const std::string pair = "rank " + std::to_string(r) + " -> rank " + std::to_string(p.rank);
+      if (it == slotOf[q].end()) {
+        if (p.sends.empty()) continue;
+        return invalidArgument(pair + ": rank " + std::to_string(p.rank) +
+                               " has no steps with rank " + std::to_string(r));
+      }
+      const exec::Plan::Peer& back = plans_[q]->peers[static_cast<size_t>(it->second)];
+      if (p.sends.size() != back.recvs.size())
+        return invalidArgument(pair + ": " + std::to_string(p.sends.size()) +
+                               " messages sent, " + std::to_string(back.recvs.size()) +
+                               " received");
+      for (size_t k = 0; k < p.sends.size(); ++k) {
+        const int64_t s = offset_[r] + p.sends[k];
+        const int64_t d = offset_[q] + back.recvs[k];
+        const sched::Step& ss = stepOf(s);
+        const sched::Step& ds = stepOf(d);
+        const bool zeroS = ss.kind == StepKind::kNotify, zeroD = ds.kind == StepKind::kWait;
+        if (zeroS != zeroD || (!zeroS && ss.a.bytes != ds.dst.bytes))
+          return invalidArgument(pair + ": message " + std::to_string(k) + " is " + where(s) +
+                                 " but " + where(d) + " (" + std::to_string(ss.a.bytes) +
+                                 " vs " + std::to_string(ds.dst.bytes) + " bytes)");
+        partner_[static_cast<size_t>(s)] = d;
+        partner_[static_cast<size_t>(d)] = s;
+      }
+    }
+  }
+  return Status();
+}
+
+void Sim::addTimer(double at, TimerKind kind, int64_t step, int64_t cause) {
+  timers_.push({at, timerSeq_++, kind, step, cause});
+}
+
+void Sim::startFlow(Flow f) {
+  res_.flows++;
+  int id;
+  if (!freeFlows_.empty()) {
+    id = freeFlows_.back();
+    freeFlows_.pop_back();
+    // A reused slot keeps counting versions, so the old flow's completions stay stale.
+    f.version = flows_[static_cast<size_t>(id)].version + 1;
+    flows_[static_cast<size_t>(id)] = std::move(f);
+  } else {
+    id = static_cast<int>(flows_.size());
+    flows_.push_back(std::move(f));
+  }
+  Flow& fl = flows_[static_cast<size_t>(id)];
+  if (fl.kind == FlowKind::kMessage) {
+    if (connBusy_[fl.conn]) {
+      connQueue_[fl.conn].push_back(id);
+      return;
+    }
+    connBusy_[fl.conn] = true;
+  }
+  activate(id);
+}
+
+void Sim::activate(int id) {
+  Flow& f = flows_[static_cast<size_t>(id)];
+  bool limited = f.cap < kUnlimited;
+  for (int r : f.resources) limited = limited || m_.capacity(r) < kUnlimited;
+  if (f.remaining <= 0 || !limited) {
+    f.remaining = 0;
+    bandwidthDone(id);
+    return;
+  }
+  f.updatedUs = now_;
+  f.rate = 0;
+  f.active = true;
+  ++activeFlows_;
+  f.slots.resize(f.resources.size());
+  for (size_t k = 0; k < f.resources.size(); ++k) {
+    const size_t r = static_cast<size_t>(f.resources[k]);
+    if (onResource_[r].empty()) busySince_[r] = now_;
+    f.slots[k] = static_cast<uint32_t>(onResource_[r].size());
+    onResource_[r].push_back(id);
+    dirtyResources_.push_back(f.resources[k]);
+  }
+}
+
+// Brings `remaining` and the resources' byte counts up to now at the flow's current rate.
+void Sim::settle(Flow& f) {
+  const double dt = now_ - f.updatedUs;
+  if (dt > 0 && f.rate > 0) {
+    f.remaining -= f.rate * dt;
+    for (int r : f.resources) res_.resourceBytes[static_cast<size_t>(r)] += f.rate * dt;
+  }
+  f.updatedUs = now_;
+}
+
+void Sim::removeActive(int id) {
+  Flow& f = flows_[static_cast<size_t>(id)];
+  f.active = false;
+  --activeFlows_;
+  for (size_t k = 0; k < f.resources.size(); ++k) {
+    const size_t r = static_cast<size_t>(f.resources[k]);
+    std::vector<int>& list = onResource_[r];
+    const uint32_t at = f.slots[k];
+    const uint32_t last = static_cast<uint32_t>(list.size() - 1);
+    if (at != last) {
+      // The entry moving into `at`: find which of its occurrences sat at `last`.
+      const int moved = list[last];
+      Flow& mf = flows_[static_cast<size_t>(moved)];
+      for (size_t j = 0; j < mf.resources.size(); ++j)
+        if (mf.resources[j] == f.resources[k] && mf.slots[j] == last) {
+          mf.slots[j] = at;
+          break;
+        }
+      list[at] = moved;
+    }
+    list.pop_back();
+    if (list.empty()) res_.resourceBusyUs[r] += now_ - busySince_[r];
+    dirtyResources_.push_back(f.resources[k]);
+  }
+}
+
+void Sim::bandwidthDone(int id) {
+  Flow f = std::move(flows_[static_cast<size_t>(id)]);
+  freeFlows_.push_back(id);
+  switch (f.kind) {
+    case FlowKind::kMessage: {
+      actions_.push_back({true, f.step, -1});
+      addTimer(now_ + f.latencyUs, TimerKind::kDeliver, partner_[static_cast<size_t>(f.step)],
+               f.step);
+      auto q = connQueue_.find(f.conn);
+      if (q != connQueue_.end() && !q->second.empty()) {
+        const int next = q->second.front();
+        q->second.pop_front();
+        activate(next);
+      } else {
+        connBusy_[f.conn] = false;
+      }
+      break;
+    }
+    case FlowKind::kGet:
+      addTimer(now_ + f.latencyUs, TimerKind::kReadArrived, f.step, -1);
+      break;
+    case FlowKind::kMemory: actions_.push_back({true, f.step, -1}); break;
+  }
+}
+
+void Sim::memoryFlow(int64_t g, double bytes) {
+  int r = 0;
+  stepOf(g, &r);
+  Flow f;
+  f.kind = FlowKind::kMemory;
+  f.step = g;
+  f.remaining = bytes;
+  f.resources = {m_.memory(r)};  // r < ranks per host when folded: host 0's
+  startFlow(std::move(f));
+}
+
+void Sim::receive(int64_t g) {
+  const size_t i = static_cast<size_t>(g);
+  if (arrivedUs_[i] >= readyUs_[i]) cause_[i] = arrivedCause_[i];
+  startUs_[i] = now_;
+  const sched::Step& s = stepOf(g);
+  if (s.kind == StepKind::kRecvReduce)
+    memoryFlow(g, opt_.reduceTraffic * static_cast<double>(s.dst.bytes));
+  else
+    actions_.push_back({true, g, -2});
+}
+
+void Sim::start(int64_t g, int64_t cause) {
+  const size_t i = static_cast<size_t>(g);
+  int r = 0;
+  const sched::Step& s = stepOf(g, &r);
+  readyUs_[i] = startUs_[i] = now_;
+  cause_[i] = cause;
+  switch (s.kind) {
+    case StepKind::kSend:
+    case StepKind::kNotify: {
+      Route route = routeOf(r, s.peer);
+      Flow f;
+      f.kind = FlowKind::kMessage;
+      f.step = g;
+      f.remaining = s.kind == StepKind::kSend ? static_cast<double>(s.a.bytes) : 0;
+      f.cap = route.cap;
+      f.latencyUs = route.latencyUs;
+      f.resources = std::move(route.resources);
+      f.conn = static_cast<uint64_t>(r) * static_cast<uint64_t>(nranks_) +
+               static_cast<uint64_t>(s.peer);
+      startFlow(std::move(f));
+      break;
+    }
+    case StepKind::kRecv:
+    case StepKind::kRecvReduce:
+    case StepKind::kWait:
+      if (arrivedUs_[i] >= 0) receive(g);
+      break;
+    case StepKind::kGet:
+    case StepKind::kGetReduce: {
+      Route route = routeOf(s.peer, r);
+      Flow f;
+      f.kind = FlowKind::kGet;
+      f.step = g;
+      f.remaining = static_cast<double>(s.a.bytes);
+      f.cap = route.cap;
+      f.latencyUs = route.latencyUs;
+      f.resources = std::move(route.resources);
+      startFlow(std::move(f));
+      break;
+    }
+    case StepKind::kCopy:
+      memoryFlow(g, opt_.copyTraffic * static_cast<double>(s.dst.bytes));
+      break;
+    case StepKind::kReduce:
+      memoryFlow(g, opt_.reduceTraffic * static_cast<double>(s.dst.bytes));
+      break;
+    case StepKind::kQuantize:
+    case StepKind::kDequantize:
+    case StepKind::kRequantize:
+      memoryFlow(g, opt_.copyTraffic * static_cast<double>(std::max(s.a.bytes, s.dst.bytes)));
+      break;
+    case StepKind::kSignal:
+      signals_[static_cast<size_t>(r)].push_back(g);
+      actions_.push_back({true, g, -2});
+      signalDone(r);
+      break;
+    case StepKind::kAwait: {
+      const auto& sig = signals_[static_cast<size_t>(s.peer)];
+      if (sig.size() >= s.target) {
+        const int64_t by = sig[s.target - 1];
+        const double at = doneUs_[static_cast<size_t>(by)] + m_.route(s.peer, r).latencyUs;
+        if (at > now_) cause_[i] = by;
+        addTimer(std::max(at, now_), TimerKind::kAwaitDone, g, at > now_ ? by : cause);
+      } else {
+        waiters_[static_cast<size_t>(s.peer)].push_back(g);
+      }
+      break;
+    }
+  }
+}
+
+void Sim::signalDone(int rank) {
+  auto& w = waiters_[static_cast<size_t>(rank)];
+  const auto& sig = signals_[static_cast<size_t>(rank)];
+  for (size_t k = 0; k < w.size();) {
+    int r = 0;
+    const sched::Step& s = stepOf(w[k], &r);
+    if (sig.size() >= s.target) {
+      const int64_t by = sig[s.target - 1];
+      addTimer(now_ + m_.route(rank, r).latencyUs, TimerKind::kAwaitDone, w[k], by);
+      w[k] = w.back();
+      w.pop_back();
+    } else {
+      ++k;
+    }
+  }
+}
+
+void Sim::finish(int64_t g, int64_t cause) {
+  const size_t i = static_cast<size_t>(g);
+  if (cause >= 0) cause_[i] = cause;
+  doneUs_[i] = now_;
+  int r = 0;
+  stepOf(g, &r);
+  const exec::Plan& p = *plans_[static_cast<size_t>(r)];
+  const uint32_t local = static_cast<uint32_t>(g - offset_[static_cast<size_t>(r)]);
+  for (uint32_t k = p.depStart[local]; k < p.depStart[local + 1]; ++k) {
+    const int64_t d = offset_[static_cast<size_t>(r)] + p.dependents[k];
+    if (--pending_[static_cast<size_t>(d)] == 0) actions_.push_back({false, d, g});
+  }
+}
+
+// Max-min fair rates by progressive filling, over the flows connected (through shared
+// resources) to where a flow started or ended: only their rates can have changed.
+void Sim::shareRates() {
+  res_.events++;
+  if (++epoch_ == 0) {  // wrapped: clear the marks
+    std::fill(resMark_.begin(), resMark_.end(), 0);
+    std::fill(flowMark_.begin(), flowMark_.end(), 0);
+    epoch_ = 1;
+  }
+  if (flowMark_.size() < flows_.size()) flowMark_.resize(flows_.size(), 0);
+  std::vector<int> res, fl;
+  for (int r : dirtyResources_) {
+    if (resMark_[static_cast<size_t>(r)] == epoch_) continue;
+    resMark_[static_cast<size_t>(r)] = epoch_;
+    res.push_back(r);
+  }
+  dirtyResources_.clear();
+  for (size_t k = 0; k < res.size(); ++k) {
+    for (int id : onResource_[static_cast<size_t>(res[k])]) {
+      if (flowMark_[static_cast<size_t>(id)] == epoch_) continue;
+      flowMark_[static_cast<size_t>(id)] = epoch_;
+      fl.push_back(id);
+      for (int r : flows_[static_cast<size_t>(id)].resources) {
+        if (resMark_[static_cast<size_t>(r)] == epoch_) continue;
+        resMark_[static_cast<size_t>(r)] = epoch_;
+        res.push_back(r);
+      }
+    }
+  }
+  // The discovery order is itself deterministic (resource lists change only through events,
+  // which run in a fixed order), so the result does not depend on anything but the input.
+  for (int r : res) {
+    resLeft_[static_cast<size_t>(r)] = m_.capacity(r);
+    resUnfrozen_[static_cast<size_t>(r)] = 0;
+  }
+  for (int id : fl) {
+    Flow& f = flows_[static_cast<size_t>(id)];
+    settle(f);
+    f.rate = 0;
+    f.frozen = false;
+    for (int r : f.resources) ++resUnfrozen_[static_cast<size_t>(r)];
+  }
+  size_t unfrozen = fl.size();
+  while (unfrozen > 0) {
+    double delta = kUnlimited;
+    for (int r : res) {
+      const size_t ri = static_cast<size_t>(r);
+      if (resUnfrozen_[ri] > 0) delta = std::min(delta, resLeft_[ri] / resUnfrozen_[ri]);
+    }
+    for (int id : fl) {
+      const Flow& f = flows_[static_cast<size_t>(id)];
+      if (!f.frozen) delta = std::min(delta, f.cap - f.rate);
+    }
+    for (int id : fl) {
+      Flow& f = flows_[static_cast<size_t>(id)];
+      if (f.frozen) continue;
+      f.rate += delta;
+      for (int r : f.resources) resLeft_[static_cast<size_t>(r)] -= delta;
+    }
+    // Freeze flows at their ceiling or on a full resource (all of them, should rounding leave
+    // none to freeze: the loop must end).
+    const size_t before = unfrozen;
+    for (int id : fl) {
+      Flow& f = flows_[static_cast<size_t>(id)];
+      if (f.frozen) continue;
+      bool stop = f.rate >= f.cap * (1 - 1e-12);
+      for (int r : f.resources) {
+        const size_t ri = static_cast<size_t>(r);
+        stop = stop || resLeft_[ri] <= m_.capacity(r) * 1e-12;
+      }
+      if (!stop) continue;
+      f.frozen = true;
+      --unfrozen;
+      for (int r : f.resources) --resUnfrozen_[static_cast<size_t>(r)];
+    }
+    if (unfrozen == before) {
+      for (int id : fl) {
+        Flow& f = flows_[static_cast<size_t>(id)];
+        if (f.frozen) continue;
+        f.frozen = true;
+        for (int r : f.resources) --resUnfrozen_[static_cast<size_t>(r)];
+      }
+      unfrozen = 0;
+    }
+  }
+  for (int id : fl) {
+    Flow& f = flows_[static_cast<size_t>(id)];
+    ++f.version;
+    if (f.rate > 0) completions_.push({now_ + f.remaining / f.rate, id, f.version});
+  }
+  // Every recomputation leaves the old completions of its flows behind as stale entries; when
+  // they outnumber the live ones, start the heap again from the active flows.
+  if (completions_.size() > 4 * activeFlows_ + 4096) {
+    std::vector<Completion> live;
+    for (size_t id = 0; id < flows_.size(); ++id) {
+      const Flow& f = flows_[id];
+      if (f.active && f.rate > 0)
+        live.push_back({f.updatedUs + f.remaining / f.rate, static_cast<int>(id), f.version});
+    }
+    completions_ = decltype(completions_)(std::greater<Completion>(), std::move(live));
+  }
+}
+
+StatusOr<Result> Sim::run() {
+  const size_t n = plans_.size();
+  nranks_ = m_.nranks();
+  localResources_ = m_.numResources() / m_.hosts();
+  foldKind_ = opt_.fold;
+  fold_ = foldKind_ != Fold::kNone;
+  if (foldKind_ == Fold::kXor) {
+    auto pow2 = [](int v) { return v > 0 && (v & (v - 1)) == 0; };
+    if (!pow2(m_.hosts()) || !pow2(m_.ranksPerHost()))
+      return invalidArgument("simulate: folding by XOR needs powers of two hosts and ranks per "
+                             "host, not " + std::to_string(m_.hosts()) + " x " +
+                             std::to_string(m_.ranksPerHost()));
+  }
+  const size_t expected = static_cast<size_t>(fold_ ? m_.ranksPerHost() : nranks_);
+  if (n != expected)
+    return invalidArgument("simulate: " + std::to_string(n) + " plans for a machine of " +
+                           std::to_string(m_.nranks()) + " ranks" +
+                           (fold_ ? " folded by host (one plan per rank of a host)" : ""));
+  offset_.assign(n + 1, 0);
+  for (size_t r = 0; r < n; ++r)
+    offset_[r + 1] = offset_[r] + static_cast<int64_t>(plans_[r]->schedule.steps.size());
+  const size_t total = static_cast<size_t>(offset_[n]);
+  rankOfStep_.resize(total);
+  for (size_t r = 0; r < n; ++r)
+    std::fill(rankOfStep_.begin() + offset_[r], rankOfStep_.begin() + offset_[r + 1],
+              static_cast<int32_t>(r));
+  pending_.resize(total);
+  readyUs_.assign(total, -1);
+  arrivedUs_.assign(total, -1);
+  startUs_.assign(total, -1);
+  doneUs_.assign(total, -1);
+  cause_.assign(total, -1);
+  arrivedCause_.assign(total, -1);
+  partner_.assign(total, -1);
+  signals_.assign(static_cast<size_t>(nranks_), {});
+  waiters_.assign(static_cast<size_t>(nranks_), {});
+  const size_t nres = static_cast<size_t>(m_.numResources());
+  onResource_.assign(nres, {});
+  busySince_.assign(nres, 0);
+  resLeft_.assign(nres, 0);
+  resUnfrozen_.assign(nres, 0);
+  resMark_.assign(nres, 0);
+  res_.resourceBytes.assign(nres, 0);
+  res_.resourceBusyUs.assign(nres, 0);
+  CHORUS_RETURN_IF_ERROR(match());
+
+  for (size_t r = 0; r < n; ++r) {
+    const exec::Plan& p = *plans_[r];
+    for (size_t i = 0; i < p.depCount.size(); ++i) {
+      pending_[static_cast<size_t>(offset_[r]) + i] = p.depCount[i];
+      if (p.depCount[i] == 0) actions_.push_back({false, offset_[r] + static_cast<int64_t>(i), -1});
+    }
+  }
+
+  for (;;) {
+    while (!actions_.empty()) {
+      const Action a = actions_.front();
+      actions_.pop_front();
+      if (a.finish)
+        finish(a.step, a.cause);
+      else
+        start(a.step, a.cause);
+    }
+    if (!dirtyResources_.empty()) shareRates();
+    // The next flow to finish (skipping completions made stale by a later rate).
+    while (!completions_.empty() &&
+           completions_.top().version !=
+               flows_[static_cast<size_t>(completions_.top().flow)].version)
+      completions_.pop();
+    const double next = completions_.empty() ? kUnlimited : completions_.top().at;
+    const double timerAt = timers_.empty() ? kUnlimited : timers_.top().at;
+    const double t = std::min(next, timerAt);
+    if (t == kUnlimited) break;
+    now_ = std::max(now_, t);
+    // Flows whose last byte leaves now (within rounding), in a fixed order.
+    std::vector<int> done;
+    while (!completions_.empty() && completions_.top().at <= t + t * 1e-12 + 1e-12) {
+      const Completion c = completions_.top();
+      completions_.pop();
+      Flow& f = flows_[static_cast<size_t>(c.flow)];
+      if (c.version != f.version) continue;
+      settle(f);
+      ++f.version;
+      done.push_back(c.flow);
+    }
+    std::sort(done.begin(), done.end(), [&](int a, int b) {
+      return flows_[static_cast<size_t>(a)].step < flows_[static_cast<size_t>(b)].step;
+    });
+    for (int id : done) removeActive(id);
+    for (int id : done) bandwidthDone(id);
+    while (!timers_.empty() && timers_.top().at <= now_) {
+      const Timer tm = timers_.top();
+      timers_.pop();
+      const size_t i = static_cast<size_t>(tm.step);
+      switch (tm.kind) {
+        case TimerKind::kDeliver:
+          arrivedUs_[i] = now_;
+          arrivedCause_[i] = tm.cause;
+          if (readyUs_[i] >= 0) receive(tm.step);
+          break;
+        case TimerKind::kReadArrived:
+          if (stepOf(tm.step).kind == StepKind::kGetReduce)
+            memoryFlow(tm.step,
+                       opt_.reduceTraffic * static_cast<double>(stepOf(tm.step).dst.bytes));
+          else
+            actions_.push_back({true, tm.step, -2});
+          break;
+        case TimerKind::kAwaitDone: actions_.push_back({true, tm.step, tm.cause}); break;
+      }
+    }
+  }
+
+  // Everything must have run; what did not names the first stuck step of each rank.
+  std::string stuck;
+  int stuckRanks = 0;
+  res_.rankDoneUs.assign(static_cast<size_t>(nranks_), 0);
+  for (size_t r = 0; r < n; ++r) {
+    for (int64_t g = offset_[r]; g < offset_[r + 1]; ++g) {
+      const double d = doneUs_[static_cast<size_t>(g)];
+      if (d < 0) {
+        if (stuckRanks++ < 4) stuck += (stuck.empty() ? "" : "; ") + where(g);
+        break;
+      }
+      res_.rankDoneUs[r] = std::max(res_.rankDoneUs[r], d);
+    }
+  }
+  if (fold_) {
+    // Every image on host h did what its representative did, on host h's copies.
+    for (size_t r = n; r < res_.rankDoneUs.size(); ++r) res_.rankDoneUs[r] = res_.rankDoneUs[r % n];
+    const size_t local = static_cast<size_t>(localResources_);
+    for (size_t id = local; id < res_.resourceBytes.size(); ++id) {
+      res_.resourceBytes[id] = res_.resourceBytes[id % local];
+      res_.resourceBusyUs[id] = res_.resourceBusyUs[id % local];
+    }
+  }
+  if (stuckRanks > 0)
+    return internalError("simulate: deadlock, " + std::to_string(stuckRanks) +
+                         " rank(s) never finished: " + stuck);
+  res_.timeUs = 0;
+  int64_t last = -1;
+  for (size_t g = 0; g < total; ++g)
+    if (last < 0 || doneUs_[g] > res_.timeUs) {
+      res_.timeUs = doneUs_[g];
+      last = static_cast<int64_t>(g);
+    }
+  for (int64_t g = last; g >= 0; g = cause_[static_cast<size_t>(g)]) {
+    int r = 0;
+    const sched::Step& s = stepOf(g, &r);
+    PathStep ps;
+    ps.rank = r;
+    ps.step = static_cast<uint32_t>(g - offset_[static_cast<size_t>(r)]);
+    ps.kind = s.kind;
+    ps.peer = s.peer;
+    ps.bytes = isSendLike(s.kind) || s.kind == StepKind::kGet || s.kind == StepKind::kGetReduce
+                   ? s.a.bytes
+                   : s.dst.bytes;
+    ps.startUs = startUs_[static_cast<size_t>(g)];
+    ps.endUs = doneUs_[static_cast<size_t>(g)];
+    res_.criticalPath.push_back(ps);
+    if (res_.criticalPath.size() > total) break;  // a cycle would be a bug; do not hang
+  }
+  std::reverse(res_.criticalPath.begin(), res_.criticalPath.end());
+  return std::move(res_);
+}
+
+}  // namespace
+
+const char* foldName(Fold f) {
+  switch (f) {
+    case Fold::kNone: return "none";
+    case Fold::kShift: return "shift";
+    case Fold::kXor: return "xor";
+  }
+  return "?";
+}
+
+StatusOr<Result> simulate(const Machine& machine, std::span<const exec::Plan* const> plans,
+                          const EngineOptions& options) {
+  Sim sim(machine, plans, options);
+  return sim.run();
+}
+
+}  // namespace chorus::sim

@@ -1,0 +1,114 @@
+// The machine a simulation runs on: hosts of identical make, ranks placed on them, and the
+// resources a message or a reduction occupies on its way.
+//
+// A resource is one direction of one link (a PCIe link, an NVLink bundle, the CPU interconnect),
+// a port (a GPU's NVLinks into the NVSwitch fabric, a NIC's transmit or receive side, a CPU
+// rank's shared-memory port) or a rank's memory (for copies and reductions). Each has a
+// capacity in bytes per microsecond (1 GB/s = 1000 B/us). A route is the list of resources a
+// message from one rank to another crosses, its latency, and a ceiling on its own rate (the
+// path's bottleneck as src/topology computes it, which already sums parallel NVSwitch fabrics).
+//
+// Placement (Machine::fromSystem): rank r is on host r / ranksPerHost, local rank l = r mod
+// ranksPerHost. With GPUs in the topology, local rank l drives the l-th GPU (in file order); the
+// host must have at least ranksPerHost GPUs. Without GPUs, ranks are CPU processes spread over
+// the CPU nodes in blocks. Each rank uses the NIC nearest its device (best path type, then
+// bandwidth, then file order); a host without a NIC gets one at Constants::defaultNicGbps.
+//
+// Routes:
+//   GPU-GPU over NVLink (NVL):  the sender's NVLink egress port, the receiver's ingress port
+//                               (each the sum of the GPU's NVLinks), plus the link itself when
+//                               direct; latency: the path's + Constants::gpuMessageUs
+//   other paths in a host:      each link of System::path() in its direction, + the CPU
+//                               ranks' shared-memory ports; latency: the path's + software
+//   between hosts:              device -> NIC links, NIC transmit port, one non-blocking
+//                               switch, NIC receive port, NIC -> device links; latency: both
+//                               paths + 2 x nicLatencyUs + switchLatencyUs
+// Not modelled yet: a fat tree with oversubscription or rails (the switch is non-blocking),
+// NVLink domains across hosts, PCIe switch internals beyond their links.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "src/base/status.h"
+#include "src/cost/cost_model.h"
+#include "src/topology/system.h"
+#include "tools/chorus-sim/constants.h"
+
+namespace chorus::sim {
+
+inline constexpr double kUnlimited = std::numeric_limits<double>::infinity();
+
+struct Resource {
+  std::string name;
+  double capacity = kUnlimited;  ///< bytes per µs; kUnlimited: never a bottleneck
+};
+
+struct Route {
+  std::vector<int> resources;
+  double latencyUs = 0;
+  double cap = kUnlimited;  ///< bytes per µs: the flow's own ceiling
+};
+
+/// A machine without a topology file, for tests and back-of-the-envelope runs: every rank has a
+/// port out and a port in at `intraGBps`, every host one NIC at `nicGBps` each way. A message
+/// crosses the sender's out port and the receiver's in port, and between hosts also the
+/// sender's NIC transmit side and the receiver's NIC receive side. `memGBps` <= 0 makes copies
+/// and reductions free.
+struct FlatSpec {
+  int hosts = 1;
+  int ranksPerHost = 2;
+  double intraGBps = 1;
+  double intraLatencyUs = 1;
+  double nicGBps = 1;
+  double interLatencyUs = 1;
+  double memGBps = 0;
+};
+
+class Machine {
+ public:
+  static StatusOr<Machine> flat(const FlatSpec& spec);
+  /// Hosts made like `system`. nicGbps > 0 overrides every NIC's speed.
+  static StatusOr<Machine> fromSystem(const topo::System& system, int hosts, int ranksPerHost,
+                                      const Constants& k, double nicGbps = 0);
+
+  int nranks() const { return hosts_ * perHost_; }
+  int hosts() const { return hosts_; }
+  int ranksPerHost() const { return perHost_; }
+  int hostOf(int rank) const { return rank / perHost_; }
+
+  int numResources() const { return hosts_ * static_cast<int>(local_.size()); }
+  double capacity(int id) const { return local_[localId(id)].capacity; }
+  /// "h3:gpu0>nvswitch" style: the host and the resource's name within it.
+  std::string resourceName(int id) const;
+  /// The resources, latency and ceiling of a message from `src` to `dst` (src != dst).
+  Route route(int src, int dst) const;
+  /// The rank's memory, which its copies and reductions occupy.
+  int memory(int rank) const;
+
+  /// The link classes and NIC speed the tuner should plan with.
+  cost::LinkClass intraClass() const { return intraClass_; }
+  cost::LinkClass interClass() const { return interClass_; }
+  double nicGbps() const { return nicGbps_; }
+  /// One line: hosts, ranks, devices, NICs.
+  const std::string& summary() const { return summary_; }
+
+ private:
+  size_t localId(int id) const { return static_cast<size_t>(id) % local_.size(); }
+  int global(int host, int local) const { return host * static_cast<int>(local_.size()) + local; }
+  Route shifted(const Route& r, int host) const;
+
+  int hosts_ = 1, perHost_ = 1;
+  std::vector<Resource> local_;   // one host's resources; host h's id = h * size + local id
+  std::vector<Route> intra_;      // perHost_ x perHost_, local ids
+  std::vector<Route> toNic_, fromNic_;  // per local rank, local ids, without the NIC ports
+  std::vector<int> nicTx_, nicRx_, memory_;  // per local rank, local ids
+  double interLatencyUs_ = 0;     // NICs and switch
+  cost::LinkClass intraClass_ = cost::LinkClass::kShm, interClass_ = cost::LinkClass::kEthernet;
+  double nicGbps_ = 0;
+  std::string summary_;
+};
+
+}  // namespace chorus::sim

@@ -1,0 +1,263 @@
+// chorus-sim: chorus's own schedules replayed on a machine model (docs/simulation.md).
+//
+//   chorus-sim --topo tests/data/topologies/dgx-h100-like.xml --hosts 2 --ranks-per-host 8
+//              --coll allreduce -b 8 -e 64M -f 4 --algo ring,tree,tuner --csv out.csv
+//
+// For each algorithm and size: the simulated time, algbw and busbw (nccl-tests definitions),
+// ranks, steps and flows simulated (ranks: those of one host when the plans fold by host, see
+// scenario.h). For the largest size of each algorithm: the busiest links and the
+// critical path. Without --topo the hosts are "flat": every rank has one port at --intra-gbps,
+// every host one NIC at --nic-gbps (defaults from the chorus cost model's shm and Ethernet
+// constants).
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "src/cost/cost_model.h"
+#include "src/topology/placement.h"
+#include "tools/chorus-sim/constants.h"
+#include "tools/chorus-sim/machine.h"
+#include "tools/chorus-sim/scenario.h"
+
+namespace sim = chorus::sim;
+
+namespace {
+
+std::vector<uint64_t> sizesOf(uint64_t minBytes, uint64_t maxBytes, uint64_t factor) {
+  std::vector<uint64_t> sizes;
+  for (uint64_t s = minBytes; s <= maxBytes; s *= factor) {
+    sizes.push_back(s);
+    if (s > maxBytes / factor) break;
+  }
+  if (sizes.empty() || sizes.back() != maxBytes) sizes.push_back(maxBytes);
+  return sizes;
+}
+
+std::vector<std::string> splitList(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+void printLinks(const sim::Machine& m, const sim::Result& r, int top) {
+  std::vector<int> ids(static_cast<size_t>(m.numResources()));
+  std::iota(ids.begin(), ids.end(), 0);
+  auto util = [&](int id) {
+    const double cap = m.capacity(id);
+    return cap < sim::kUnlimited && r.timeUs > 0
+               ? r.resourceBytes[static_cast<size_t>(id)] / (cap * r.timeUs)
+               : 0.0;
+  };
+  std::stable_sort(ids.begin(), ids.end(), [&](int a, int b) { return util(a) > util(b); });
+  std::printf("  busiest links (bytes carried / (capacity x time)):\n");
+  for (int k = 0; k < top && k < static_cast<int>(ids.size()); ++k) {
+    const int id = ids[static_cast<size_t>(k)];
+    if (r.resourceBytes[static_cast<size_t>(id)] <= 0) break;
+    std::printf("    %-36s %6.1f%%  %12s  busy %s\n", m.resourceName(id).c_str(),
+                100 * util(id),
+                chorus::cost::sizeText(
+                    static_cast<uint64_t>(r.resourceBytes[static_cast<size_t>(id)]))
+                    .c_str(),
+                chorus::cost::usText(r.resourceBusyUs[static_cast<size_t>(id)]).c_str());
+  }
+}
+
+void printPath(const sim::Result& r) {
+  const auto& p = r.criticalPath;
+  std::map<std::string, int> kinds;
+  for (const sim::PathStep& s : p) kinds[chorus::sched::stepKindName(s.kind)]++;
+  std::printf("  critical path: %zu steps (", p.size());
+  bool first = true;
+  for (const auto& [k, c] : kinds) {
+    std::printf("%s%d %s", first ? "" : ", ", c, k.c_str());
+    first = false;
+  }
+  std::printf(")\n");
+  auto line = [](const sim::PathStep& s) {
+    std::printf("    %10.3f -> %10.3f us  rank %d step %u %s", s.startUs, s.endUs, s.rank, s.step,
+                chorus::sched::stepKindName(s.kind));
+    if (s.peer >= 0) std::printf(" peer %d", s.peer);
+    std::printf(" %llu B\n", static_cast<unsigned long long>(s.bytes));
+  };
+  const size_t show = 4;
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (i == show && p.size() > 2 * show) {
+      std::printf("    ... %zu more ...\n", p.size() - 2 * show);
+      i = p.size() - show;
+    }
+    line(p[i]);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string topoFile, collName = "allreduce", algos = "tuner", csvFile;
+  int hosts = 1, perHost = 0, root = 0, topLinks = 6, dumpRank = -1;
+  uint64_t minBytes = 8, maxBytes = 64ull << 20, factor = 4, chunk = 256 << 10;
+  double nicGbps = 0, intraGBps = 0, intraUs = 0, interUs = 0, memGBps = -1;
+  bool oneSided = false, showConstants = false, quiet = false, noFold = false;
+  uint64_t maxSteps = sim::Case{}.maxSteps;
+
+  CLI::App app{"chorus-sim: chorus's registered schedules replayed by a discrete-event "
+               "simulation on a machine model"};
+  app.add_option("--topo", topoFile, "host topology: NCCL XML or chorus JSON (default: flat "
+                                     "hosts from the cost model's constants)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--hosts", hosts, "number of hosts (default 1)")->check(CLI::Range(1, 1 << 20));
+  app.add_option("-n,--ranks-per-host", perHost,
+                 "ranks per host (default: the topology's GPUs, else 2)")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("-c,--coll", collName,
+                 "allreduce, broadcast, reduce, allgather, reducescatter, alltoall, gather, "
+                 "scatter, barrier");
+  app.add_option("-b,--minbytes", minBytes, "smallest size (default 8)")
+      ->transform(CLI::AsSizeValue(false));
+  app.add_option("-e,--maxbytes", maxBytes, "largest size (default 64M)")
+      ->transform(CLI::AsSizeValue(false));
+  app.add_option("-f,--stepfactor", factor, "size factor (default 4)")
+      ->check(CLI::Range(2, 1 << 20));
+  app.add_option("-a,--algo", algos,
+                 "algorithm names, comma-separated; 'tuner' is the tuner's choice (default)");
+  app.add_option("--chunk", chunk, "pipelining chunk, CHORUS_CHUNK_SIZE (default 256K)")
+      ->transform(CLI::AsSizeValue(false));
+  app.add_option("-r,--root", root, "root of rooted collectives (default 0)");
+  app.add_flag("--one-sided", oneSided, "every pair of ranks can read the other's memory");
+  app.add_option("--nic-gbps", nicGbps, "every NIC at this speed, Gb/s")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--intra-gbps", intraGBps, "flat hosts: per-rank port, GB/s")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--intra-us", intraUs, "flat hosts: latency of a message in a host, us")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--inter-us", interUs, "flat hosts: latency of a message between hosts, us")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--mem-gbps", memGBps, "flat hosts: a rank's memory rate, GB/s (0: free)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--csv", csvFile, "also write one CSV line per algorithm and size to this file");
+  app.add_option("--links", topLinks, "busiest links to list (default 6, 0: none)")
+      ->check(CLI::Range(0, 1 << 20));
+  app.add_flag("--no-fold", noFold,
+               "simulate every rank even where the plans are the same up to a host shift");
+  app.add_option("--max-steps", maxSteps,
+                 "refuse every-rank simulations estimated above this many steps (default 30M)");
+  app.add_option("--dump-rank", dumpRank,
+                 "list this rank's plan (steps, peers, bytes, dependencies) at the largest size")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("-q,--quiet", quiet, "only the table: no links, no critical path");
+  app.add_flag("--constants", showConstants, "print the device and link constants and exit");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  const sim::Constants& k = sim::defaultConstants();
+  if (showConstants) {
+    std::printf("%s", sim::constantsTable(k).c_str());
+    return 0;
+  }
+  auto fail = [](const std::string& what, int code) {
+    std::fprintf(stderr, "chorus-sim: %s\n", what.c_str());
+    return code;
+  };
+  const std::optional<chorus::sched::Coll> coll = sim::parseColl(collName);
+  if (!coll) return fail("unknown collective '" + collName + "'", 2);
+  if (minBytes < 1 || minBytes > maxBytes) return fail("-b must be between 1 and -e", 2);
+  const std::vector<std::string> algoList = splitList(algos);
+  if (algoList.empty()) return fail("--algo names no algorithm", 2);
+
+  chorus::StatusOr<sim::Machine> machine = chorus::invalidArgument("no machine");
+  if (!topoFile.empty()) {
+    chorus::StatusOr<chorus::topo::System> sys = chorus::topo::loadTopologyFile(topoFile);
+    if (!sys.ok()) return fail(sys.status().message(), 1);
+    if (perHost == 0) {
+      const size_t gpus = sys->ofType(chorus::topo::NodeType::kGpu).size();
+      perHost = gpus > 0 ? static_cast<int>(gpus) : 2;
+    }
+    machine = sim::Machine::fromSystem(*sys, hosts, perHost, k, nicGbps);
+  } else {
+    sim::FlatSpec f;
+    f.hosts = hosts;
+    f.ranksPerHost = perHost > 0 ? perHost : 2;
+    f.intraGBps = intraGBps > 0 ? intraGBps : k.shmGBps;
+    f.intraLatencyUs = intraUs > 0 ? intraUs : k.shmLatencyUs;
+    f.nicGBps = (nicGbps > 0 ? nicGbps : k.defaultNicGbps) / 8;
+    f.interLatencyUs = interUs > 0 ? interUs : 2 * k.nicLatencyUs + k.switchLatencyUs;
+    f.memGBps = memGBps >= 0 ? memGBps : k.cpuMemGBps;
+    machine = sim::Machine::flat(f);
+  }
+  if (!machine.ok()) return fail(machine.status().message(), 1);
+
+  std::FILE* csv = nullptr;
+  if (!csvFile.empty()) {
+    csv = std::fopen(csvFile.c_str(), "w");
+    if (!csv) return fail("cannot write " + csvFile, 1);
+    std::fprintf(csv, "coll,nranks,hosts,ranks_per_host,bytes,algorithm,time_us,algbw_GBps,"
+                      "busbw_GBps,simulated_ranks,fold,steps,flows\n");
+  }
+  std::printf("# chorus-sim: %s, %s, %d ranks\n", machine->summary().c_str(), collName.c_str(),
+              machine->nranks());
+  const std::vector<uint64_t> sizes = *coll == chorus::sched::Coll::kBarrier
+                                          ? std::vector<uint64_t>{0}
+                                          : sizesOf(minBytes, maxBytes, factor);
+  int status = 0;
+  for (const std::string& a : algoList) {
+    sim::Outcome lastOut;
+    bool any = false;
+    for (uint64_t size : sizes) {
+      sim::Case c;
+      c.coll = *coll;
+      c.sizeBytes = size;
+      c.algo = a;
+      c.chunkBytes = chunk;
+      c.root = root;
+      c.oneSided = oneSided;
+      c.fold = !noFold;
+      c.maxSteps = maxSteps;
+      c.dumpRank = size == sizes.back() ? dumpRank : -1;
+      chorus::StatusOr<sim::Outcome> out = sim::runCase(*machine, c);
+      if (!out.ok()) {
+        std::fprintf(stderr, "chorus-sim: %s\n", out.status().message().c_str());
+        status = 1;
+        break;
+      }
+      if (!any)
+        std::printf("\n%12s  %-24s %14s %10s %10s %7s %12s %10s\n", "size", "algorithm", "time",
+                    "algbw GB/s", "busbw GB/s", "ranks", "steps", "flows");
+      std::printf("%12s  %-24s %14s %10.3f %10.3f %7d %12llu %10llu\n",
+                  chorus::cost::sizeText(size).c_str(), out->algo.c_str(),
+                  chorus::cost::usText(out->timeUs).c_str(), out->algbwGBps, out->busbwGBps,
+                  out->simulatedRanks, static_cast<unsigned long long>(out->steps),
+                  static_cast<unsigned long long>(out->result.flows));
+      if (csv)
+        std::fprintf(csv, "%s,%d,%d,%d,%llu,%s,%.6f,%.6f,%.6f,%d,%s,%llu,%llu\n",
+                     collName.c_str(), machine->nranks(), machine->hosts(),
+                     machine->ranksPerHost(), static_cast<unsigned long long>(size),
+                     out->algo.c_str(), out->timeUs, out->algbwGBps, out->busbwGBps,
+                     out->simulatedRanks, sim::foldName(out->fold),
+                     static_cast<unsigned long long>(out->steps),
+                     static_cast<unsigned long long>(out->result.flows));
+      lastOut = std::move(out).value();
+      any = true;
+    }
+    if (any) std::printf("  at %s: %s\n", chorus::cost::sizeText(sizes.back()).c_str(),
+                         lastOut.foldNote.c_str());
+    if (any && !lastOut.plan.empty())
+      std::printf("  plan of rank %d:\n%s", dumpRank, lastOut.plan.c_str());
+    if (any && !quiet) {
+      if (topLinks > 0) printLinks(*machine, lastOut.result, topLinks);
+      printPath(lastOut.result);
+    }
+  }
+  if (csv) std::fclose(csv);
+  return status;
+}

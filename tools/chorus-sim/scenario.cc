@@ -1,0 +1,224 @@
+#include "tools/chorus-sim/scenario.h"
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "algorithms/registry.h"
+#include "src/cost/cost_model.h"
+#include "src/exec/plan.h"
+#include "src/topology/layout.h"
+#include "src/tuning/tuner.h"
+
+namespace chorus::sim {
+
+namespace {
+
+using sched::Coll;
+
+constexpr Coll kSimulated[] = {Coll::kAllReduce, Coll::kBroadcast,     Coll::kReduce,
+                               Coll::kAllGather, Coll::kReduceScatter, Coll::kAllToAll,
+                               Coll::kGather,    Coll::kScatter,       Coll::kBarrier};
+
+// True when `b` is `a` with every peer p moved to p + shift mod n (kShift) or p XOR shift
+// (kXor): same steps, kinds, sizes and dependencies. Offsets are not compared: they only
+// matter through dependencies.
+bool sameUpTo(Fold fold, const exec::Plan& a, const exec::Plan& b, int shift, int n) {
+  auto moved = [&](int p) {
+    return p < 0 ? p : fold == Fold::kXor ? p ^ shift : (p + shift) % n;
+  };
+  const auto& x = a.schedule.steps;
+  const auto& y = b.schedule.steps;
+  if (x.size() != y.size() || a.peers.size() != b.peers.size()) return false;
+  for (size_t k = 0; k < a.peers.size(); ++k)
+    if (moved(a.peers[k].rank) != b.peers[k].rank) return false;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const sched::Step& s = x[i];
+    const sched::Step& t = y[i];
+    if (s.kind != t.kind || moved(s.peer) != t.peer || s.a.bytes != t.a.bytes ||
+        s.b.bytes != t.b.bytes || s.dst.bytes != t.dst.bytes || s.target != t.target ||
+        s.quant.count != t.quant.count || s.quant.sources != t.quant.sources || s.deps != t.deps)
+      return false;
+  }
+  return true;
+}
+
+bool usesWindowSync(const exec::Plan& p) {
+  for (const sched::Step& s : p.schedule.steps)
+    if (sched::isWindowSync(s.kind)) return true;
+  return false;
+}
+
+std::string knownNames(Coll coll) {
+  std::string names;
+  for (const algo::AlgoInfo* a : algo::allAlgorithms())
+    if (a->coll == coll && !a->quantized)
+      names += (names.empty() ? "" : ", ") + std::string(a->name);
+  return names;
+}
+
+}  // namespace
+
+std::optional<sched::Coll> parseColl(std::string_view name) {
+  for (Coll c : kSimulated)
+    if (name == sched::collName(c)) return c;
+  return std::nullopt;
+}
+
+StatusOr<Outcome> runCase(const Machine& machine, const Case& c, const EngineOptions& options) {
+  const int n = machine.nranks();
+  CHORUS_ASSIGN_OR_RETURN(topo::Layout layout, topo::Layout::uniform(n, machine.ranksPerHost()));
+  constexpr size_t kElem = 4;  // float32, as nccl-tests and chorus-perf count sizes
+
+  tune::Agreement agreed;
+  agreed.oneSided = c.oneSided;
+  agreed.intra = machine.intraClass();
+  agreed.inter = machine.interClass();
+  agreed.minNicMbps = static_cast<uint32_t>(machine.nicGbps() * 1000);
+  agreed.chunkBytes = std::max<uint64_t>(kElem, c.chunkBytes / kElem * kElem);
+  const algo::Platform platform = tune::platformFor(layout, agreed);
+
+  sched::CollDesc d;
+  d.coll = c.coll;
+  d.elemSize = kElem;
+  d.count = c.coll == Coll::kBarrier
+                ? 0
+                : std::max<uint64_t>(1, tune::descBytes(c.coll, c.sizeBytes, n) / kElem);
+  d.chunkBytes = agreed.chunkBytes;
+  d.root = c.root;
+  if (c.root < 0 || c.root >= n)
+    return invalidArgument("root " + std::to_string(c.root) + " is not a rank of " +
+                           std::to_string(n));
+  d.hostOf.resize(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) d.hostOf[static_cast<size_t>(r)] = layout.hostOf(r);
+
+  Outcome out;
+  const algo::AlgoInfo* info = nullptr;
+  if (c.algo == "tuner") {
+    const tune::Choice choice = tune::choose(cost::defaultCostModel(), d, platform);
+    if (!choice.algo)
+      return invalidArgument(std::string(sched::collName(c.coll)) + ": the tuner found nothing "
+                             "to run: " + choice.why);
+    info = choice.algo;
+    out.why = choice.why;
+  } else {
+    info = algo::findAlgorithm(c.coll, c.algo);
+    if (!info)
+      return invalidArgument("unknown algorithm '" + c.algo + "' for " +
+                             sched::collName(c.coll) + " (known: " + knownNames(c.coll) +
+                             ", or tuner)");
+    const char* why = nullptr;
+    if (!algo::needsMet(*info, platform, &why))
+      return invalidArgument(std::string(sched::collName(c.coll)) + ":" + info->name +
+                             " cannot run on this machine: " + (why ? why : "needs unmet") +
+                             (info->needs == algo::Needs::kOneSided ? " (try --one-sided)" : ""));
+  }
+  if (info->quantized)
+    return invalidArgument(std::string(sched::collName(c.coll)) + ":" + info->name +
+                           ": quantized collectives are not simulated yet");
+
+  std::vector<std::shared_ptr<const exec::Plan>> owned;
+  auto build = [&](int r) { return exec::planAlgorithm(*info, d, r, n, layout.ringOrder()); };
+  if (c.dumpRank >= 0) {
+    if (c.dumpRank >= n)
+      return invalidArgument("rank " + std::to_string(c.dumpRank) + " to list is not a rank of " +
+                             std::to_string(n));
+    CHORUS_ASSIGN_OR_RETURN(auto plan, build(c.dumpRank));
+    const auto& steps = plan->schedule.steps;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const sched::Step& s = steps[i];
+      std::string line = std::to_string(i) + " " + sched::stepKindName(s.kind);
+      if (s.peer >= 0) line += " peer " + std::to_string(s.peer);
+      const uint64_t bytes = s.kind == sched::StepKind::kSend ? s.a.bytes : s.dst.bytes;
+      if (bytes) line += " " + std::to_string(bytes) + " B";
+      if (!s.deps.empty()) {
+        line += " <-";
+        for (uint32_t dep : s.deps) line += " " + std::to_string(dep);
+      }
+      out.plan += line + "\n";
+    }
+  }
+  const int K = machine.ranksPerHost(), H = machine.hosts();
+  for (int r = 0; r < K; ++r) {
+    CHORUS_ASSIGN_OR_RETURN(auto plan, build(r));
+    owned.push_back(std::move(plan));
+  }
+  out.algo = owned.front()->name;
+
+  // Fold by host when the sampled hosts' plans are host 0's shifted (see scenario.h).
+  std::string note;
+  if (!c.fold) note = "folding off";
+  else if (H == 1) note = "one host";
+  for (int r = 0; r < K && note.empty(); ++r)
+    if (usesWindowSync(*owned[static_cast<size_t>(r)])) note = "the plans use the host window";
+  std::vector<int> sample;
+  for (int h : {1, H / 3, H / 2, H - 1})
+    if (h >= 1 && h < H && std::find(sample.begin(), sample.end(), h) == sample.end())
+      sample.push_back(h);
+  std::vector<std::shared_ptr<const exec::Plan>> sampled;  // host sample[i / K], local i % K
+  if (note.empty())
+    for (int h : sample)
+      for (int l = 0; l < K; ++l) {
+        CHORUS_ASSIGN_OR_RETURN(auto plan, build(h * K + l));
+        sampled.push_back(std::move(plan));
+      }
+  // The first rank whose plan is not host 0's mapped by `fold`, or "".
+  auto mismatch = [&](Fold fold) -> std::string {
+    for (size_t i = 0; i < sampled.size(); ++i) {
+      const int h = sample[i / static_cast<size_t>(K)], l = static_cast<int>(i) % K;
+      if (!sameUpTo(fold, *owned[static_cast<size_t>(l)], *sampled[i], h * K, n))
+        return "rank " + std::to_string(h * K + l) + "'s plan is not rank " + std::to_string(l) +
+               "'s moved by " + std::to_string(h) + " host(s)";
+    }
+    return "";
+  };
+  auto pow2 = [](int v) { return (v & (v - 1)) == 0; };
+  if (note.empty()) {
+    const std::string shifted = mismatch(Fold::kShift);
+    if (shifted.empty()) {
+      out.fold = Fold::kShift;
+    } else if (pow2(H) && pow2(K) && mismatch(Fold::kXor).empty()) {
+      out.fold = Fold::kXor;
+    } else {
+      note = shifted + (pow2(H) && pow2(K) ? ", shifted or XORed" : "");
+    }
+  }
+  sampled.clear();
+  out.folded = out.fold != Fold::kNone;
+  if (out.folded) {
+    std::string hosts;
+    for (int h : sample) hosts += (hosts.empty() ? "" : ", ") + std::to_string(h);
+    out.foldNote = std::string("folded by host (") + foldName(out.fold) + "): " +
+                   std::to_string(K) + " of " + std::to_string(n) +
+                   " ranks simulated (plans checked on hosts " + hosts + ")";
+  } else {
+    out.foldNote = "every rank simulated: " + note;
+    const uint64_t estimate = owned.front()->schedule.steps.size() * static_cast<uint64_t>(n);
+    if (estimate > c.maxSteps)
+      return invalidArgument(out.algo + " on " + std::to_string(n) +
+                             " ranks needs every rank simulated (" + note + "), about " +
+                             std::to_string(estimate) + " steps, over the limit of " +
+                             std::to_string(c.maxSteps));
+    for (int r = K; r < n; ++r) {
+      CHORUS_ASSIGN_OR_RETURN(auto plan, build(r));
+      owned.push_back(std::move(plan));
+    }
+  }
+  std::vector<const exec::Plan*> plans;
+  for (const auto& p : owned) {
+    out.steps += p->schedule.steps.size();
+    plans.push_back(p.get());
+  }
+  out.simulatedRanks = static_cast<int>(plans.size());
+  EngineOptions eo = options;
+  eo.fold = out.fold;
+  CHORUS_ASSIGN_OR_RETURN(out.result, simulate(machine, plans, eo));
+  out.timeUs = out.result.timeUs;
+  if (out.timeUs > 0 && c.coll != Coll::kBarrier) {
+    out.algbwGBps = static_cast<double>(c.sizeBytes) / (out.timeUs * 1e3);
+    out.busbwGBps = out.algbwGBps * tune::busFactor(c.coll, n);
+  }
+  return out;
+}
+
+}  // namespace chorus::sim
