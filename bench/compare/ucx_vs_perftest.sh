@@ -13,6 +13,8 @@
 #                half a round trip), what tag_bw measures (tag_bw also keeps several messages
 #                in flight, which at 4 MiB changes little).
 #   perftest bw  ucx_perftest -t tag_bw -s 4194304: overall bandwidth, one direction (GB/s).
+#   perftest pp  ucx_perftest -t tag_lat -s 4194304: UCX's own 4 MiB ping-pong, as 4 MiB over
+#                its half round trip (GB/s): the same pattern as chorus bw1.
 #   chorus lat   chorus-perf --coll pingpong -b 8 -e 8: half a round trip (us).
 #   perftest lat ucx_perftest -t tag_lat -s 8: overall average latency, half a round trip (us).
 #   and, once per repetition, chorus bw over chorus's own tcp transport, for reference.
@@ -88,6 +90,8 @@ perftest_run() {  # tls label test size iters
   local v
   if [ "$test" = tag_bw ]; then
     v=$(awk '$1 == "Final:" { printf "%.4f", $6 * 1048576 / 1e9 }' "$log")
+  elif [ "$size" -gt 4096 ]; then
+    v=$(awk -v s="$size" '$1 == "Final:" { printf "%.4f", s / $4 / 1e3 }' "$log")
   else
     v=$(awk '$1 == "Final:" { print $4 }' "$log")
   fi
@@ -100,6 +104,7 @@ for rep in $(seq "$reps"); do
     chorus_run "$tls" chorus_bw sendrecv 4194304 "$bw_iters" 8
     chorus_run "$tls" chorus_bw1 pingpong 4194304 "$bw_iters" 8
     perftest_run "$tls" perftest_bw tag_bw 4194304 "$bw_iters"
+    perftest_run "$tls" perftest_pp tag_lat 4194304 "$bw_iters"
     chorus_run "$tls" chorus_lat pingpong 8 "$lat_iters" 7
     perftest_run "$tls" perftest_lat tag_lat 8 "$lat_iters"
   done
@@ -112,14 +117,15 @@ rows = list(csv.reader(open(sys.argv[1])))
 def med(tls, label):
     return statistics.median(float(r[3]) for r in rows if r[0] == tls and r[1] == label)
 print("| UCX_TLS | chorus sendrecv 4 MiB GB/s (both ways) | chorus pingpong 4 MiB GB/s (one way) "
-      "| ucx_perftest tag_bw GB/s | ratio one way | chorus 8 B us | ucx_perftest tag_lat us "
-      "| ratio |")
-print("|---|---|---|---|---|---|---|---|")
+      "| ucx_perftest tag_bw GB/s | ratio | ucx_perftest tag_lat 4 MiB GB/s | ratio "
+      "| chorus 8 B us | ucx_perftest tag_lat us | ratio |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for tls in sys.argv[2].split():
     cb, cb1, pb = med(tls, "chorus_bw"), med(tls, "chorus_bw1"), med(tls, "perftest_bw")
+    pp = med(tls, "perftest_pp")
     cl, pl = med(tls, "chorus_lat"), med(tls, "perftest_lat")
-    print(f"| {tls} | {cb:.3f} | {cb1:.3f} | {pb:.3f} | {cb1 / pb:.2f} | {cl:.2f} | {pl:.2f} "
-          f"| {cl / pl:.2f} |")
+    print(f"| {tls} | {cb:.3f} | {cb1:.3f} | {pb:.3f} | {cb1 / pb:.2f} | {pp:.3f} | {cb1 / pp:.2f} "
+          f"| {cl:.2f} | {pl:.2f} | {cl / pl:.2f} |")
 tcp = med("-", "chorus_tcp_bw")
 print(f"\nchorus's own tcp transport, same chorus-perf sendrecv 4 MiB: {tcp:.3f} GB/s")
 EOF
