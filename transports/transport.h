@@ -36,6 +36,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <span>
@@ -52,6 +53,23 @@ namespace chorus {
 
 using Tag = uint64_t;
 using EndpointBlob = std::vector<uint8_t>;
+
+/// Fixed-size fields of an EndpointBlob, in this host's byte order (a job's ranks share it).
+namespace blob {
+template <typename T>
+void put(EndpointBlob& out, T v) {
+  const size_t at = out.size();
+  out.resize(at + sizeof v);
+  std::memcpy(out.data() + at, &v, sizeof v);
+}
+/// The caller has checked that `in` holds sizeof(T) bytes at `at`.
+template <typename T>
+T get(const EndpointBlob& in, size_t at) {
+  T v;
+  std::memcpy(&v, in.data() + at, sizeof v);
+  return v;
+}
+}  // namespace blob
 
 /// What a transport may know of a rank: where its process runs (from the bootstrap record).
 struct PeerIdentity {

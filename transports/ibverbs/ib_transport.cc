@@ -42,43 +42,30 @@ struct Endpoint {
   net::SockAddr side;
 };
 
-template <typename T>
-void put(EndpointBlob& out, T v) {
-  const size_t at = out.size();
-  out.resize(at + sizeof v);
-  std::memcpy(out.data() + at, &v, sizeof v);
-}
-
-template <typename T>
-T get(const EndpointBlob& in, size_t at) {
-  T v;
-  std::memcpy(&v, in.data() + at, sizeof v);
-  return v;
-}
-
 EndpointBlob encode(const Endpoint& e) {
   EndpointBlob b;
-  put<uint32_t>(b, kBlobMagic);
-  put<uint32_t>(b, kBlobVersion);
-  put<int32_t>(b, e.rank);
-  put<uint32_t>(b, e.ethernet ? 1 : 0);
-  put<uint64_t>(b, e.commId);
+  blob::put<uint32_t>(b, kBlobMagic);
+  blob::put<uint32_t>(b, kBlobVersion);
+  blob::put<int32_t>(b, e.rank);
+  blob::put<uint32_t>(b, e.ethernet ? 1 : 0);
+  blob::put<uint64_t>(b, e.commId);
   const std::vector<uint8_t> addr = net::encodeAddress(e.side);
   b.insert(b.end(), addr.begin(), addr.end());
   return b;
 }
 
 StatusOr<Endpoint> decode(const EndpointBlob& b) {
-  if (b.size() < kBlobHeaderBytes || get<uint32_t>(b, 0) != kBlobMagic)
+  if (b.size() < kBlobHeaderBytes || blob::get<uint32_t>(b, 0) != kBlobMagic)
     return invalidArgument("not a chorus ibverbs endpoint (" + std::to_string(b.size()) +
                            " bytes)");
-  if (get<uint32_t>(b, 4) != kBlobVersion)
-    return invalidArgument("ibverbs endpoint of version " + std::to_string(get<uint32_t>(b, 4)) +
-                           ", this build speaks " + std::to_string(kBlobVersion));
+  if (blob::get<uint32_t>(b, 4) != kBlobVersion)
+    return invalidArgument("ibverbs endpoint of version " +
+                           std::to_string(blob::get<uint32_t>(b, 4)) + ", this build speaks " +
+                           std::to_string(kBlobVersion));
   Endpoint e;
-  e.rank = get<int32_t>(b, 8);
-  e.ethernet = get<uint32_t>(b, 12) != 0;
-  e.commId = get<uint64_t>(b, 16);
+  e.rank = blob::get<int32_t>(b, 8);
+  e.ethernet = blob::get<uint32_t>(b, 12) != 0;
+  e.commId = blob::get<uint64_t>(b, 16);
   CHORUS_ASSIGN_OR_RETURN(e.side, net::decodeAddress(b.data() + kBlobHeaderBytes,
                                                      b.size() - kBlobHeaderBytes));
   return e;

@@ -279,7 +279,7 @@ void UcxConnection::settle() {
     while (!ops_[d].empty()) {
       OpRec& f = *ops_[d].front();
       if (!f.done || f.status != UCS_OK || f.request) break;
-      (d == kSend ? stats_.bytesSent : stats_.bytesRecv) += f.length;
+      countBytes(d, f);
       ops_[d].pop_front();
       ++base_[d];
     }
@@ -395,6 +395,12 @@ Status UcxConnection::check(Op& op, bool* done) {
   return checkLocked(op, done);
 }
 
+void UcxConnection::countBytes(uint64_t dir, OpRec& r) {
+  if (r.counted) return;
+  r.counted = true;
+  (dir == kSend ? stats_.bytesSent : stats_.bytesRecv) += r.length;
+}
+
 Status UcxConnection::checkLocked(const Op& op, bool* done) {
   *done = false;
   const uint64_t dir = op.id & 1;
@@ -406,8 +412,10 @@ Status UcxConnection::checkLocked(const Op& op, bool* done) {
     *done = true;
     return Status();
   }
-  const OpRec& r = *ops_[dir][seq - base_[dir]];
+  OpRec& r = *ops_[dir][seq - base_[dir]];
   if (r.done && r.status == UCS_OK) {
+    // Counted as it is reported: statistics read right after the call include it.
+    countBytes(dir, r);
     *done = true;
     return Status();
   }

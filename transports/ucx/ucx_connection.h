@@ -81,6 +81,7 @@ class UcxConnection final : public Connection {
     void* request = nullptr;  // UCX's, until freed
     bool started = false;     // a receive: matched to a message and handed to UCX
     bool done = false;        // UCX finished it (status says how)
+    bool counted = false;     // its bytes are in the connection's statistics
     ucs_status_t status = UCS_OK;
     size_t length = 0;
     void* data = nullptr;
@@ -101,6 +102,7 @@ class UcxConnection final : public Connection {
   void start(OpRec& r, ucs_status_ptr_t p);
   void matchReceives();
   void settle();
+  void countBytes(uint64_t dir, OpRec& r);
   void handleControl();
   bool readyLocked() const;
   void fail(Status why);

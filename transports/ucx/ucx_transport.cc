@@ -33,43 +33,29 @@ struct Endpoint {
   std::vector<uint8_t> address;
 };
 
-template <typename T>
-void put(std::vector<uint8_t>& out, T v) {
-  const size_t at = out.size();
-  out.resize(at + sizeof v);
-  std::memcpy(out.data() + at, &v, sizeof v);
-}
-
-template <typename T>
-T get(const std::vector<uint8_t>& in, size_t at) {
-  T v;
-  std::memcpy(&v, in.data() + at, sizeof v);
-  return v;
-}
-
 EndpointBlob encode(const Endpoint& e) {
   EndpointBlob b;
-  put<uint32_t>(b, kBlobMagic);
-  put<uint32_t>(b, kBlobVersion);
-  put<int32_t>(b, e.rank);
-  put<uint32_t>(b, static_cast<uint32_t>(e.address.size()));
-  put<uint64_t>(b, e.commId);
-  put<uint64_t>(b, e.hostId);
+  blob::put<uint32_t>(b, kBlobMagic);
+  blob::put<uint32_t>(b, kBlobVersion);
+  blob::put<int32_t>(b, e.rank);
+  blob::put<uint32_t>(b, static_cast<uint32_t>(e.address.size()));
+  blob::put<uint64_t>(b, e.commId);
+  blob::put<uint64_t>(b, e.hostId);
   b.insert(b.end(), e.address.begin(), e.address.end());
   return b;
 }
 
 StatusOr<Endpoint> decode(const EndpointBlob& b) {
-  if (b.size() < kBlobHeaderBytes || get<uint32_t>(b, 0) != kBlobMagic)
+  if (b.size() < kBlobHeaderBytes || blob::get<uint32_t>(b, 0) != kBlobMagic)
     return invalidArgument("not a chorus ucx endpoint (" + std::to_string(b.size()) + " bytes)");
-  if (get<uint32_t>(b, 4) != kBlobVersion)
-    return invalidArgument("ucx endpoint of version " + std::to_string(get<uint32_t>(b, 4)) +
+  if (blob::get<uint32_t>(b, 4) != kBlobVersion)
+    return invalidArgument("ucx endpoint of version " + std::to_string(blob::get<uint32_t>(b, 4)) +
                            ", this build speaks " + std::to_string(kBlobVersion));
   Endpoint e;
-  e.rank = get<int32_t>(b, 8);
-  const uint32_t len = get<uint32_t>(b, 12);
-  e.commId = get<uint64_t>(b, 16);
-  e.hostId = get<uint64_t>(b, 24);
+  e.rank = blob::get<int32_t>(b, 8);
+  const uint32_t len = blob::get<uint32_t>(b, 12);
+  e.commId = blob::get<uint64_t>(b, 16);
+  e.hostId = blob::get<uint64_t>(b, 24);
   if (b.size() != kBlobHeaderBytes + len)
     return invalidArgument("ucx endpoint of " + std::to_string(b.size()) +
                            " bytes announces a worker address of " + std::to_string(len));

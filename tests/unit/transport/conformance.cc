@@ -191,6 +191,19 @@ bool Group::connected() const {
   return !t.empty();
 }
 
+ProgressOnThread::ProgressOnThread(Connection& c)
+    : thread_([this, &c] {
+        while (run_.load()) {
+          c.progress().ignore();
+          std::this_thread::yield();
+        }
+      }) {}
+
+ProgressOnThread::~ProgressOnThread() {
+  run_.store(false);
+  thread_.join();
+}
+
 void Group::closeAll() {
   std::vector<std::thread> ranks;
   for (auto& mine : c)

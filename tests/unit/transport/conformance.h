@@ -20,6 +20,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <future>
@@ -88,6 +89,21 @@ std::optional<R> joinWithin(std::future<R>& f, Clock::duration limit, const std:
   }
   return f.get();
 }
+
+// Keeps progressing `c` on a thread of its own until destroyed, as a rank's executor does while
+// it waits for its peers: the owner of memory a peer reads (a transport may serve reads from
+// the owner's progress; UCX without RDMA does). Nothing else may use `c` meanwhile.
+class ProgressOnThread {
+ public:
+  explicit ProgressOnThread(Connection& c);
+  ~ProgressOnThread();
+  ProgressOnThread(const ProgressOnThread&) = delete;
+  ProgressOnThread& operator=(const ProgressOnThread&) = delete;
+
+ private:
+  std::atomic<bool> run_{true};
+  std::thread thread_;
+};
 
 // One posted op and the connection it belongs to.
 struct Pending {

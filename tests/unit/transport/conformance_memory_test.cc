@@ -43,18 +43,7 @@ TEST_P(ConformanceMemory, OneSidedReadThroughAnExposedRange) {
       // The owner keeps progressing its connection while the peer reads (and nothing else uses
       // it meanwhile), as a rank's executor does while it waits for its peers: a transport may
       // serve reads from the owner's progress (UCX without RDMA emulates them so).
-      auto serving = std::make_shared<std::atomic<bool>>(true);
-      std::thread progressing([&mine, serving] {
-        while (serving->load()) {
-          mine.progress().ignore();
-          std::this_thread::yield();
-        }
-      });
-      struct Stop {
-        std::shared_ptr<std::atomic<bool>> flag;
-        std::thread& t;
-        ~Stop() { flag->store(false), t.join(); }
-      } stop{serving, progressing};
+      ProgressOnThread serving(mine);
       for (auto [offset, len] : {std::pair<size_t, size_t>{0, kBytes}, {12345, 70001},
                                  {kBytes - 1, 1}, {4096, 0}, {7, 4099}}) {
         std::vector<uint8_t> got(len, kPoison);
@@ -110,18 +99,7 @@ TEST_P(ConformanceMemory, OneSidedReadOfASharedSegment) {
     if (shm) {
       EXPECT_TRUE(shm::isSegmentHandle(handle)) << "a segment range got a CMA handle";
     }
-    auto serving = std::make_shared<std::atomic<bool>>(true);
-    std::thread progressing([&mine, serving] {
-      while (serving->load()) {
-        mine.progress().ignore();
-        std::this_thread::yield();
-      }
-    });
-    struct Stop {
-      std::shared_ptr<std::atomic<bool>> flag;
-      std::thread& t;
-      ~Stop() { flag->store(false), t.join(); }
-    } stop{serving, progressing};
+    ProgressOnThread serving(mine);
     const uint64_t readsBefore = shm::segmentReads();
     int reads = 0;
     for (auto [offset, len] : {std::pair<size_t, size_t>{0, kLen}, {12345, 70001},
