@@ -229,6 +229,12 @@ struct TransportCaps {
   bool oneSidedRead = false;     ///< its connections can read peer memory
   bool memRegistration = false;  ///< expose() registers memory (costs a call; handles are keys)
   bool hostWindow = false;       ///< createWindow() works when all ranks share one host
+  /// A send completes while only its sender progresses (false: the receiver's progress is
+  /// needed too, as for UCX's endpoint wire-up and rendezvous or receiver-advertised buffers).
+  bool senderAloneCompletes = true;
+  /// A process forked after this one made a transport of the kind can make and use its own
+  /// (false: UCX's context does not survive fork; registered RDMA memory and fork do not mix).
+  bool forkedPeers = true;
 };
 
 /// What a transport instance is created with.

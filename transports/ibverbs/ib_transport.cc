@@ -97,7 +97,12 @@ class IbTransport final : public Transport {
   }
 
   std::string_view name() const override { return "ibverbs"; }
-  TransportCaps caps() const override { return {}; }
+  TransportCaps caps() const override {
+    TransportCaps c;
+    c.senderAloneCompletes = false;  // receivers advertise the buffers senders write into
+    c.forkedPeers = false;
+    return c;
+  }
 
   Reach canConnect(const PeerIdentity& self, const PeerIdentity& peer,
                    const EndpointBlob& peerBlob) const override {

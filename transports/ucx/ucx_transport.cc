@@ -119,6 +119,8 @@ class UcxTransport final : public Transport {
     TransportCaps c;
     c.oneSidedRead = oneSided_ != OneSided::kOff;
     c.memRegistration = c.oneSidedRead;
+    c.senderAloneCompletes = false;  // wire-up and rendezvous need the receiving worker
+    c.forkedPeers = false;
     return c;
   }
 
