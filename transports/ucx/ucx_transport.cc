@@ -3,7 +3,6 @@
 #include <dirent.h>
 
 #include <cstring>
-#include <initializer_list>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -63,30 +62,22 @@ StatusOr<Endpoint> decode(const EndpointBlob& b) {
   return e;
 }
 
-// Whether UCX_TLS allows one of `names`: unset, "all", a list naming one, or a negated list
-// that does not name `negatable` (a negated list is taken as allowing shared memory).
-bool tlsAllows(std::initializer_list<const char*> names, const char* negatable) {
+// Whether UCX_TLS lets UCX carry same-host traffic through shared memory (unset, "all", a
+// negated list, or naming a shared-memory transport).
+bool sharedMemoryAllowed() {
   const char* tls = std::getenv("UCX_TLS");
-  if (!tls || !*tls) return true;
-  const bool negated = tls[0] == '^';
-  std::string list(tls + (negated ? 1 : 0));
+  if (!tls || !*tls || tls[0] == '^') return true;
+  std::string list(tls);
   size_t pos = 0;
   while (pos <= list.size()) {
     size_t end = list.find(',', pos);
     if (end == std::string::npos) end = list.size();
     const std::string item = list.substr(pos, end - pos);
-    if (negated && negatable && item == negatable) return false;
-    if (!negated && item == "all") return true;
-    for (const char* n : names)
-      if (!negated && item == n) return true;
+    for (const char* sm : {"all", "sm", "shm", "posix", "sysv", "cma", "knem", "xpmem"})
+      if (item == sm) return true;
     pos = end + 1;
   }
-  return negated;
-}
-
-// Whether UCX may carry same-host traffic through shared memory.
-bool sharedMemoryAllowed() {
-  return tlsAllows({"sm", "shm", "posix", "sysv", "cma", "knem", "xpmem"}, nullptr);
+  return false;
 }
 
 enum class OneSided { kAuto, kOn, kOff };

@@ -226,7 +226,7 @@ void ConformanceTest::TearDown() {
   EXPECT_EQ(ourShmNames(), std::vector<std::string>{}) << "left in /dev/shm";
 }
 
-TransportContext ConformanceTest::context(int rank, int nranks, uint64_t commId) const {
+TransportContext contextFor(int rank, int nranks, uint64_t commId) {
   TransportContext ctx;
   ctx.rank = rank;
   ctx.nranks = nranks;
@@ -234,6 +234,10 @@ TransportContext ConformanceTest::context(int rank, int nranks, uint64_t commId)
   ctx.self = identity(rank);
   ctx.root = nullptr;
   return ctx;
+}
+
+TransportContext ConformanceTest::context(int rank, int nranks, uint64_t commId) const {
+  return contextFor(rank, nranks, commId);
 }
 
 bool ConformanceTest::makeTransports(Group& g, int n, uint64_t commId) {

@@ -58,6 +58,8 @@ uint64_t randomU64();
 
 // This process as the bootstrap would describe it (transport.h, PeerIdentity).
 PeerIdentity identity(int rank);
+// What a transport of rank `rank` of a communicator made in this process is created with.
+TransportContext contextFor(int rank, int nranks, uint64_t commId);
 
 // Names in /dev/shm that this process created ("chorus-<pid namespace>-<pid>-...").
 std::vector<std::string> ourShmNames();

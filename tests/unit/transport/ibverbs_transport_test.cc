@@ -62,15 +62,6 @@ const TransportFactory& ibKind() {
   return *f;
 }
 
-TransportContext contextOf(int rank, int nranks, uint64_t commId) {
-  TransportContext ctx;
-  ctx.rank = rank;
-  ctx.nranks = nranks;
-  ctx.commId = commId;
-  ctx.self = identity(rank);
-  return ctx;
-}
-
 // ---- Device selection and eligibility --------------------------------------------------------
 
 TEST(IbHcaFilter, NcclSyntax) {
@@ -144,7 +135,7 @@ TEST(IbEligibility, ForcedWithoutADeviceIsAClearError) {
   ScopedFake fake(o);
   ScopedEnv env("CHORUS_TRANSPORT", "ibverbs");
   PeerInfo self;
-  auto peers = Peers::create(contextOf(0, 2, 5), &self);
+  auto peers = Peers::create(contextFor(0, 2, 5), &self);
   ASSERT_FALSE(peers.ok());
   EXPECT_EQ(peers.status().code(), Code::kInvalidArgument);
   const std::string m = peers.status().message();
@@ -153,7 +144,7 @@ TEST(IbEligibility, ForcedWithoutADeviceIsAClearError) {
 }
 
 TEST(IbEligibility, ScoresBelowTcpAndRefusesForeignBlobs) {
-  auto t = ibKind().create(contextOf(0, 2, 7));
+  auto t = ibKind().create(contextFor(0, 2, 7));
   ASSERT_TRUE(t.ok()) << t.status().toString();
   EndpointBlob blob;
   ASSERT_TRUE((*t)->listen(&blob).ok());
@@ -167,7 +158,7 @@ TEST(IbEligibility, ScoresBelowTcpAndRefusesForeignBlobs) {
 
 TEST(IbEligibility, BadSettingsAreRefusedNamingTheVariable) {
   ScopedEnv env("CHORUS_IB_RETRY_CNT", "9");
-  auto t = ibKind().create(contextOf(0, 2, 7));
+  auto t = ibKind().create(contextFor(0, 2, 7));
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), Code::kInvalidArgument);
   EXPECT_NE(t.status().message().find("CHORUS_IB_RETRY_CNT=9"), std::string::npos)
@@ -376,7 +367,7 @@ Pair makePair(std::vector<std::string> localRanks = {}) {
     std::unique_ptr<ScopedEnv> local;
     if (!localRanks.empty())
       local = std::make_unique<ScopedEnv>("CHORUS_LOCAL_RANK", localRanks[r].c_str());
-    auto t = ibKind().create(contextOf(r, 2, comm));
+    auto t = ibKind().create(contextFor(r, 2, comm));
     EXPECT_TRUE(t.ok()) << t.status().toString();
     if (!t.ok()) return p;
     p.t.push_back(std::move(t).value());

@@ -45,15 +45,6 @@ const TransportFactory& ucxKind() {
   return *f;
 }
 
-TransportContext contextOf(int rank, int nranks, uint64_t commId) {
-  TransportContext ctx;
-  ctx.rank = rank;
-  ctx.nranks = nranks;
-  ctx.commId = commId;
-  ctx.self = identity(rank);
-  return ctx;
-}
-
 TEST(UcxTags, FieldsDoNotOverlapAndMatchingIgnoresOnlyTheMessageTag) {
   for (uint64_t comm : {uint64_t{0}, ~uint64_t{0}, uint64_t{0x0123456789abcdef}, randomU64()}) {
     const uint64_t c = ucx::commBits(comm);
@@ -89,7 +80,7 @@ TEST(UcxEligibility, NamedInChorusTransportItIsAvailable) {
 
 TEST(UcxEligibility, BadErrorModeIsRefusedNamingTheVariable) {
   ScopedEnv env("CHORUS_UCX_ERR_MODE", "sometimes");
-  auto t = ucxKind().create(contextOf(0, 2, 1));
+  auto t = ucxKind().create(contextFor(0, 2, 1));
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), Code::kInvalidArgument);
   EXPECT_NE(t.status().message().find("CHORUS_UCX_ERR_MODE='sometimes'"), std::string::npos)
@@ -97,7 +88,7 @@ TEST(UcxEligibility, BadErrorModeIsRefusedNamingTheVariable) {
 }
 
 TEST(UcxEligibility, WithoutAnRdmaDeviceItScoresBelowTcp) {
-  auto t = ucxKind().create(contextOf(0, 2, 7));
+  auto t = ucxKind().create(contextFor(0, 2, 7));
   ASSERT_TRUE(t.ok()) << t.status().toString();
   EndpointBlob blob;
   ASSERT_TRUE((*t)->listen(&blob).ok());
@@ -111,8 +102,8 @@ TEST(UcxEligibility, WithoutAnRdmaDeviceItScoresBelowTcp) {
 }
 
 TEST(UcxEligibility, ForeignEndpointsAreRefusedNamingTheRank) {
-  auto a = ucxKind().create(contextOf(0, 3, 11));
-  auto b = ucxKind().create(contextOf(1, 3, 12));  // another communicator
+  auto a = ucxKind().create(contextFor(0, 3, 11));
+  auto b = ucxKind().create(contextFor(1, 3, 12));  // another communicator
   ASSERT_TRUE(a.ok() && b.ok());
   EndpointBlob ba, bb;
   ASSERT_TRUE((*a)->listen(&ba).ok() && (*b)->listen(&bb).ok());
@@ -137,12 +128,12 @@ TEST(UcxLeaks, DestroyLeavesNoWorkerEndpointOrContext) {
       std::vector<std::shared_ptr<Transport>> t;
       std::vector<EndpointBlob> blob(2);
       for (int r = 0; r < 2; ++r) {
-        auto made = ucxKind().create(contextOf(r, 2, comm));
+        auto made = ucxKind().create(contextFor(r, 2, comm));
         ASSERT_TRUE(made.ok()) << made.status().toString();
         t.push_back(std::move(made).value());
         ASSERT_TRUE(t.back()->listen(&blob[static_cast<size_t>(r)]).ok());
       }
-      auto split = t[0]->forSplit(contextOf(0, 1, comm + 1));
+      auto split = t[0]->forSplit(contextFor(0, 1, comm + 1));
       ASSERT_TRUE(split.ok());
       EndpointBlob splitBlob;
       ASSERT_TRUE((*split)->listen(&splitBlob).ok());
