@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """torch.distributed.all_reduce through the chorus backend, against gloo and chorus-perf.
 
-  allreduce_bench.py --build build [--reps 5] [--ranks 2,4] [--out DIR]
+  allreduce_bench.py --build build [--reps 5] [--ranks 2,4] [--out DIR] [--sizes 8,1M]
+                     [--systems chorus-perf,torch+chorus,torch+gloo]
 
 Per repetition, every configuration runs once, in an order rotated each repetition
 (interleaved): chorus-perf (blocking calls, -z 1: what the backend calls; in-place column),
@@ -37,6 +38,13 @@ def iters_for(size):
     return 5, 2
 
 
+def parse_size(text):
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    if text[-1:].upper() in units:
+        return int(text[:-1]) * units[text[-1:].upper()]
+    return int(text)
+
+
 def fmt_size(b):
     for unit, k in (("MiB", 1 << 20), ("KiB", 1 << 10)):
         if b >= k:
@@ -53,7 +61,7 @@ def worker(args):
     dist.init_process_group(args.backend, init_method="file://" + args.init_file,
                             rank=args.rank, world_size=args.world_size)
     out = {}
-    for size in SIZES:
+    for size in args.sizes:
         n, w = iters_for(size)
         t = torch.ones(max(size // 4, 1), dtype=torch.float32)
         for _ in range(w):
@@ -71,12 +79,13 @@ def worker(args):
     dist.destroy_process_group()
 
 
-def run_torch(backend, ranks, tmp):
+def run_torch(backend, ranks, tmp, sizes):
     init = os.path.join(tmp, f"init_{backend}_{time.monotonic_ns()}")
     result = os.path.join(tmp, f"res_{backend}.json")
     procs = [subprocess.Popen([PYTHON, os.path.abspath(__file__), "--worker", "--backend",
                                backend, "--rank", str(r), "--world-size", str(ranks),
-                               "--init-file", init, "--result", result])
+                               "--init-file", init, "--result", result,
+                               "--sizes", ",".join(map(str, sizes))])
              for r in range(ranks)]
     codes = [p.wait(timeout=900) for p in procs]
     if any(codes):
@@ -85,9 +94,9 @@ def run_torch(backend, ranks, tmp):
         return {int(k): v for k, v in json.load(f).items()}
 
 
-def run_perf(build, ranks, tmp):
+def run_perf(build, ranks, tmp, sizes):
     out = {}
-    for size in SIZES:
+    for size in sizes:
         n, w = iters_for(size)
         path = os.path.join(tmp, "perf.csv")
         cmd = [os.path.join(build, "tools/chorus-run/chorus-run"), "-n", str(ranks),
@@ -107,6 +116,9 @@ def main():
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--ranks", default="2,4")
     p.add_argument("--out")
+    p.add_argument("--sizes", default=",".join(map(str, SIZES)),
+                   help="comma-separated byte counts, K/M/G suffixes allowed")
+    p.add_argument("--systems", default="chorus-perf,torch+chorus,torch+gloo")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--backend", help=argparse.SUPPRESS)
     p.add_argument("--rank", type=int, help=argparse.SUPPRESS)
@@ -114,6 +126,7 @@ def main():
     p.add_argument("--init-file", help=argparse.SUPPRESS)
     p.add_argument("--result", help=argparse.SUPPRESS)
     args = p.parse_args()
+    args.sizes = [parse_size(x) for x in args.sizes.split(",")]
     if args.worker:
         worker(args)
         return 0
@@ -127,17 +140,21 @@ def main():
     out_dir = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
                                        time.strftime("%Y%m%d-%H%M%S"))
     os.makedirs(out_dir, exist_ok=True)
-    systems = ["chorus-perf", "torch+chorus", "torch+gloo"]
+    systems = args.systems.split(",")
+    known = {"chorus-perf", "torch+chorus", "torch+gloo"}
+    if not systems or any(s not in known for s in systems):
+        sys.exit(f"--systems: each of {sorted(known)}, got {args.systems!r}")
     raw = []  # (rep, ranks, system, size, time_us)
     with tempfile.TemporaryDirectory() as tmp:
         for rep in range(args.reps):
             for ranks in [int(r) for r in args.ranks.split(",")]:
-                order = systems[rep % 3:] + systems[:rep % 3]
+                k = rep % len(systems)
+                order = systems[k:] + systems[:k]
                 for system in order:
                     if system == "chorus-perf":
-                        res = run_perf(build, ranks, tmp)
+                        res = run_perf(build, ranks, tmp, args.sizes)
                     else:
-                        res = run_torch(system.split("+")[1], ranks, tmp)
+                        res = run_torch(system.split("+")[1], ranks, tmp, args.sizes)
                     for size, t in res.items():
                         raw.append((rep, ranks, system, size, t))
                     print(f"rep {rep} ranks {ranks} {system} done", file=sys.stderr, flush=True)
@@ -146,24 +163,28 @@ def main():
         w.writerow(["rep", "ranks", "system", "bytes", "time_us"])
         w.writerows(raw)
     lines = []
+    compare = "chorus-perf" in systems and "torch+chorus" in systems
     for ranks in sorted({r[1] for r in raw}):
+        head = ["size"]
+        for s in systems:
+            head += [f"{s} µs", "busbw GB/s"] + (["vs chorus-perf"] if s == "torch+chorus"
+                                                  and compare else [])
         lines += [f"\n{ranks} ranks, float32 sum, in place; median of {args.reps} interleaved runs",
-                  "",
-                  "| size | chorus-perf µs | busbw GB/s | torch+chorus µs | busbw GB/s | vs chorus-perf | torch+gloo µs | busbw GB/s |",
-                  "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-        for size in SIZES:
+                  "", "| " + " | ".join(head) + " |", "|" + " ---: |" * len(head)]
+        for size in args.sizes:
             med = {s: statistics.median(t for (_, n, sy, sz, t) in raw
                                         if n == ranks and sy == s and sz == size)
                    for s in systems}
             bw = {s: size / med[s] / 1e3 * 2 * (ranks - 1) / ranks for s in systems}
-            if size < 1 << 20:
-                rel = f"{med['torch+chorus'] - med['chorus-perf']:+.1f} µs"
-            else:
-                rel = f"{100 * bw['torch+chorus'] / bw['chorus-perf']:.0f}% busbw"
-            lines.append(f"| {fmt_size(size)} | {med['chorus-perf']:.1f} | "
-                         f"{bw['chorus-perf']:.3f} | {med['torch+chorus']:.1f} | "
-                         f"{bw['torch+chorus']:.3f} | {rel} | {med['torch+gloo']:.1f} | "
-                         f"{bw['torch+gloo']:.3f} |")
+            cells = [fmt_size(size)]
+            for s in systems:
+                cells += [f"{med[s]:.1f}", f"{bw[s]:.3f}"]
+                if s == "torch+chorus" and compare:
+                    if size < 1 << 20:
+                        cells.append(f"{med[s] - med['chorus-perf']:+.1f} µs")
+                    else:
+                        cells.append(f"{100 * bw[s] / bw['chorus-perf']:.0f}% busbw")
+            lines.append("| " + " | ".join(cells) + " |")
     text = "\n".join(lines)
     with open(os.path.join(out_dir, "tables.md"), "w") as f:
         f.write(text + "\n")
