@@ -45,7 +45,7 @@ Status Communicator::runPlan(const exec::Plan& plan, exec::Bindings& bind, DataT
   return executor_.run(plan, bind, dtype, op, id, env_);
 }
 
-Status Communicator::runNow(const CollArgs& a) {
+Status Communicator::prepare(const CollArgs& a, Call* c) {
   CHORUS_RETURN_IF_ERROR(checkUsable());
   const size_t elem = dataTypeSize(a.dtype);
   const std::byte* send = static_cast<const std::byte*>(a.send);
@@ -75,18 +75,19 @@ Status Communicator::runNow(const CollArgs& a) {
   }
 
   // PreMulSum: scale this rank's input once, then sum. Avg: sum, then divide.
-  ReduceOp op = ReduceOp::kSum;
-  std::unique_ptr<std::byte[]> scaled;
+  c->op = ReduceOp::kSum;
+  c->scaled.reset();
+  c->inParts = false;
   if (a.userOp >= 0 && a.userOp < kNumBuiltinOps && a.userOp != kOpAvg) {
-    op = static_cast<ReduceOp>(a.userOp);
+    c->op = static_cast<ReduceOp>(a.userOp);
   } else if (a.userOp >= kNumBuiltinOps) {
     auto it = preMulOps_.find(a.userOp);
     if (it == preMulOps_.end())
       return invalidArgument("reduction op " + std::to_string(a.userOp) + " was destroyed");
     const uint64_t inCount = inBytes / elem;
-    scaled.reset(new std::byte[std::max<uint64_t>(inBytes, 1)]);
-    kernels::scale(scaled.get(), send, inCount, a.dtype, it->second.scalar.data());
-    send = scaled.get();
+    c->scaled.reset(new std::byte[std::max<uint64_t>(inBytes, 1)]);
+    kernels::scale(c->scaled.get(), send, inCount, a.dtype, it->second.scalar.data());
+    send = c->scaled.get();
     inPlace = false;  // the scaled copy is the input now
   }
 
@@ -102,7 +103,7 @@ Status Communicator::runNow(const CollArgs& a) {
       key.extra.insert(key.extra.end(), v->begin(), v->end());
   }
   // The last call's plan first: a repeated call (the latency-bound case) skips the hash.
-  std::shared_ptr<const exec::Plan> plan;
+  std::shared_ptr<const exec::Plan>& plan = c->plan;
   if (lastPlan_ && key == lastKey_) {
     plan = lastPlan_;
   } else {
@@ -115,7 +116,8 @@ Status Communicator::runNow(const CollArgs& a) {
     lastPlan_ = plan;
   }
 
-  exec::OpIdentity id;
+  exec::OpIdentity& id = c->id;
+  id = exec::OpIdentity();
   id.coll = a.coll;
   id.count = a.coll == sched::Coll::kAllToAllv ? 0 : a.count;
   id.dtype = a.dtype;
@@ -131,20 +133,72 @@ Status Communicator::runNow(const CollArgs& a) {
   bind.buf[sched::kScratch] = nullptr;
   bind.bytes[sched::kInput] = inBytes;
   bind.bytes[sched::kOutput] = outBytes;
-  Status st = runPlan(*plan, bind, a.dtype, op, id);
-  if (!st.ok()) return fail(st);
-  if (plan != lastCounted_) {
-    lastCounted_ = plan;
-    lastCounter_ = &algoCounts_[plan->name];
+  return Status();
+}
+
+Status Communicator::finish(const CollArgs& a, const Call& c) {
+  if (c.plan != lastCounted_) {
+    lastCounted_ = c.plan;
+    lastCounter_ = &algoCounts_[c.plan->name];
   }
   ++*lastCounter_;
-
   if (a.userOp == kOpAvg) {
     const bool hasOutput = a.coll != sched::Coll::kReduce || a.root == rank_;
     if (hasOutput && a.count > 0)
-      kernels::divide(recv, recv, a.count, a.dtype, static_cast<uint64_t>(nranks_));
+      kernels::divide(a.recv, a.recv, a.count, a.dtype, static_cast<uint64_t>(nranks_));
   }
   return Status();
+}
+
+Status Communicator::runNow(const CollArgs& a) {
+  Call& c = head_;
+  CHORUS_RETURN_IF_ERROR(prepare(a, &c));
+  Status st = runPlan(*c.plan, bindings_, a.dtype, c.op, c.id);
+  if (!st.ok()) return fail(st);
+  return finish(a, c);
+}
+
+bool Communicator::advanceCollective(const CollArgs& a, bool* started, Status* out) {
+  Call& c = head_;
+  if (!*started) {
+    // Large calls wake the progress thread instead (op_queue.h); message plans wait in their
+    // transports, so only host-window calls are worth starting here.
+    if (!window_ || urgent(a)) return false;
+    *started = true;
+    Status st = prepare(a, &c);
+    if (!st.ok()) {
+      *out = st;
+      return true;
+    }
+  }
+  if (!c.plan->sequential) return false;
+  env_.wait.deadline = net::deadlineIn(timeoutSeconds_);
+  bool done = false;
+  Status st = executor_.runInParts(*c.plan, bindings_, a.dtype, c.op, c.id, env_, c.inParts,
+                                   false, &done);
+  c.inParts = true;
+  if (!st.ok()) {
+    *out = fail(st);
+    return true;
+  }
+  if (!done) return false;
+  *out = finish(a, c);
+  return true;
+}
+
+Status Communicator::resumeCollective(const CollArgs& a) {
+  Call& c = head_;
+  CHORUS_RETURN_IF_ERROR(checkUsable());
+  Status st;
+  if (c.inParts) {
+    env_.wait.deadline = net::deadlineIn(timeoutSeconds_);
+    bool done = false;
+    st = executor_.runInParts(*c.plan, bindings_, a.dtype, c.op, c.id, env_, true, true, &done);
+  } else {
+    st = runPlan(*c.plan, bindings_, a.dtype, c.op, c.id);
+  }
+  if (!st.ok()) return fail(st);
+  return finish(a, c);
 }
 
 Status Communicator::runP2PNow(std::span<const P2POp> ops) {
@@ -184,9 +238,13 @@ namespace {
 // Nonblocking calls: the operation travels in its request.
 struct CollRequest final : Request {
   CollRequest(Communicator* c, CollArgs a) : comm(c), args(std::move(a)) {}
-  Status run() override { return comm->runCollective(args); }
+  Status run() override {
+    return started ? comm->resumeCollective(args) : comm->runCollective(args);
+  }
+  bool advance(Status* out) override { return comm->advanceCollective(args, &started, out); }
   Communicator* comm;
   CollArgs args;
+  bool started = false;  // prepared by advance(): the communicator holds the call
 };
 
 struct P2PRequest final : Request {
@@ -205,6 +263,9 @@ StatusOr<std::shared_ptr<Request>> Communicator::collectiveAsync(CollArgs args) 
   auto req = std::allocate_shared<CollRequest>(pool::Allocator<CollRequest>(), this,
                                                std::move(args));
   queue_.enqueue(req, now);
+  // A small call on a host window publishes its data now if it can (MPI-style progress at the
+  // call): its peers need not wait for this rank's wait or its progress thread's tick.
+  if (!now && window_) queue_.poke();
   return std::shared_ptr<Request>(std::move(req));
 }
 

@@ -110,6 +110,15 @@ class Communicator {
 
   /// What a queued request runs (with the execution lock held, in order).
   Status runCollective(const CollArgs& args) { return runNow(args); }
+  /// The queue's head, a nonblocking collective, without waiting (execution lock held): a
+  /// small call on a host window runs the steps that need no peer yet when it is posted or
+  /// tested, so its data is out before its rank waits. *started: it has been prepared (then
+  /// resumeCollective, not runCollective, completes it). True when it has completed (*out).
+  bool advanceCollective(const CollArgs& args, bool* started, Status* out);
+  /// Completes the started head call, waiting as a blocking call does.
+  Status resumeCollective(const CollArgs& args);
+  /// Progresses queued calls as far as they go without waiting (chorusTest; never blocks).
+  void poke() { queue_.poke(); }
   Status runPointToPoint(std::span<const P2POp> ops) { return runP2PNow(ops); }
 
   /// Completes `req`, running queued operations on this thread until it is done.
@@ -141,7 +150,17 @@ class Communicator {
   Status calibrate();
   void finishSetup();
 
-  // Calls.
+  // Calls. A collective is prepared (its plan, identity and bindings), run, and finished (its
+  // counter, avg's division); a nonblocking one may be run in parts in between.
+  struct Call {
+    std::shared_ptr<const exec::Plan> plan;
+    exec::OpIdentity id;
+    ReduceOp op = ReduceOp::kSum;
+    std::unique_ptr<std::byte[]> scaled;  // PreMulSum's scaled input
+    bool inParts = false;                 // the executor holds a part-run plan
+  };
+  Status prepare(const CollArgs& a, Call* c);
+  Status finish(const CollArgs& a, const Call& c);
   Status runNow(const CollArgs& args);
   Status runP2PNow(std::span<const P2POp> ops);
   Status runPlan(const exec::Plan& plan, exec::Bindings& bind, DataType dtype, ReduceOp op,
@@ -186,6 +205,8 @@ class Communicator {
   exec::Executor executor_;
   exec::ExecEnv env_;
   exec::Bindings bindings_;  // reused from call to call
+  // The started call at the queue's head (advanceCollective); only the head can be started.
+  Call head_;
   std::shared_ptr<const exec::Plan> lastCounted_;
   uint64_t* lastCounter_ = nullptr;  // algoCounts_'s entry of lastCounted_
   uint64_t* p2pCounter_ = nullptr;   // algoCounts_'s entry of point-to-point groups

@@ -37,6 +37,30 @@ bool OpQueue::runNext() {
   return true;
 }
 
+void OpQueue::poke() {
+  std::unique_lock<std::mutex> exec(execMu_, std::try_to_lock);
+  if (!exec.owns_lock()) return;
+  for (;;) {
+    std::shared_ptr<Request> req;
+    {
+      std::lock_guard<std::mutex> lock(queueMu_);
+      if (queue_.empty()) return;
+      req = queue_.front();  // stays queued while part-run: only the head may be started
+    }
+    Status s;
+    if (!req->advance(&s)) return;
+    {
+      std::lock_guard<std::mutex> lock(queueMu_);
+      // failQueued() (abort, from another thread) may have finished and removed it meanwhile.
+      if (queue_.empty() || queue_.front() != req) return;
+      queue_.pop_front();
+    }
+    if (!s.ok() && report_) report_(s);
+    req->finish(std::move(s));
+    queued_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
 void OpQueue::enqueue(std::shared_ptr<Request> req, bool urgent) {
   bool wake;
   {
@@ -45,7 +69,7 @@ void OpQueue::enqueue(std::shared_ptr<Request> req, bool urgent) {
     queued_.fetch_add(1, std::memory_order_acq_rel);
     activity_.fetch_add(1, std::memory_order_relaxed);
     if (urgent) urgentQueued_ = true;
-    if (!worker_.joinable()) {
+    if (!worker_.joinable() && progressThread_) {
       workerTicking_ = true;
       lastWork_ = std::chrono::steady_clock::now();
       worker_ = std::thread([this] { workerLoop(); });

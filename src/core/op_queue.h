@@ -5,7 +5,12 @@
 //     on the latency path);
 //   - a nonblocking call is queued; the progress thread runs queued operations while the caller
 //     computes; a thread that waits runs them itself, in order, and the progress thread stands
-//     aside meanwhile, so completing a request never needs a thread hand-off.
+//     aside meanwhile, so completing a request never needs a thread hand-off;
+//   - posting or testing a call also progresses the queue's head as far as it goes without
+//     waiting (poke(): MPI's progress at the call), for requests that can run in parts — a
+//     small collective on the host window publishes its data at once and completes at a later
+//     post or test as soon as its peers' data is there. A part-run request stays at the head
+//     until it completes, and whoever runs it next (a waiter, the progress thread) resumes it.
 // An operation is popped only while the execution lock is held, which keeps the order.
 //
 // Waking the progress thread costs a system call on the caller and a context switch; for a
@@ -46,8 +51,13 @@ class Request {
   bool test(Status* out);
 
  protected:
-  /// Runs the operation (called once, in order, with the execution lock held).
+  /// Runs the operation (called once, in order, with the execution lock held), resuming it if
+  /// advance() ran part of it.
   virtual Status run() = 0;
+  /// Progresses the operation without waiting (execution lock held, the request at the head):
+  /// true once it has completed, with its result in *out. False: it needs to wait (then run()
+  /// or a later advance() continues it). Requests that cannot run in parts keep the default.
+  virtual bool advance(Status* /*out*/) { return false; }
 
  private:
   friend class OpQueue;
@@ -62,7 +72,9 @@ class OpQueue {
   static constexpr int kIdleMs = 200;
 
   /// `report` receives the failure of every queued operation (the last-error text).
-  explicit OpQueue(std::function<void(const Status&)> report) : report_(std::move(report)) {}
+  /// `progressThread` false: no thread of its own (tests drive the queue alone).
+  explicit OpQueue(std::function<void(const Status&)> report, bool progressThread = true)
+      : report_(std::move(report)), progressThread_(progressThread) {}
   ~OpQueue();
 
   /// Runs `work` in order with everything queued before it; inline when nothing is queued.
@@ -85,6 +97,9 @@ class OpQueue {
   void enqueue(std::shared_ptr<Request> req, bool urgent);
   /// Completes `req`, running queued operations on this thread until it is done.
   Status wait(const std::shared_ptr<Request>& req);
+  /// Advances queued operations, in order, while they complete without waiting. Never blocks:
+  /// does nothing when another thread holds the execution lock.
+  void poke();
   /// Fails every queued operation with `why` (abort).
   void failQueued(const Status& why);
   /// Held while an operation runs.
@@ -95,6 +110,7 @@ class OpQueue {
   void workerLoop();
 
   std::function<void(const Status&)> report_;
+  const bool progressThread_;
   std::mutex execMu_;
   std::mutex queueMu_;
   std::condition_variable queueCv_;

@@ -247,8 +247,7 @@ Status Executor::awaitWindow(const sched::Step& s, size_t index, const Plan& pla
   return checkWindowHeader(s.peer, plan, id, env);
 }
 
-Status Executor::run(const Plan& plan, Bindings& bind, DataType dtype, ReduceOp op,
-                     const OpIdentity& id, const ExecEnv& env) {
+void Executor::bind(const Plan& plan, Bindings& bind, const OpIdentity& id, const ExecEnv& env) {
   if (bind.buf.size() < sched::kFirstUserBuf) bind.buf.resize(sched::kFirstUserBuf, nullptr);
   if (bind.bytes.size() < bind.buf.size()) bind.bytes.resize(bind.buf.size(), 0);
   buf_ = bind.buf.data();
@@ -256,16 +255,54 @@ Status Executor::run(const Plan& plan, Bindings& bind, DataType dtype, ReduceOp 
   bytes_[sched::kScratch] = plan.schedule.scratchBytes;
   if (plan.schedule.scratchBytes > 0 && buf_[sched::kScratch] == nullptr)
     buf_[sched::kScratch] = scratch(plan.schedule.scratchBytes);
-  if (plan.window) {
-    if (!env.window)
-      return invalidUsage(describeCall(id, plan.schedule.algo.c_str()) +
-                          " runs through the host window, which this communicator does not have");
+  if (plan.window && env.window)
     buf_[sched::kWindow] = env.window->region(env.rank, static_cast<int>(id.seq & 1));
-  }
+}
+
+Status Executor::run(const Plan& plan, Bindings& bind, DataType dtype, ReduceOp op,
+                     const OpIdentity& id, const ExecEnv& env) {
+  if (plan.window && !env.window)
+    return invalidUsage(describeCall(id, plan.schedule.algo.c_str()) +
+                        " runs through the host window, which this communicator does not have");
+  this->bind(plan, bind, id, env);
   if (env.window && id.seq > 0) CHORUS_RETURN_IF_ERROR(enterWindow(plan, id, env));
-  if (plan.sequential) return runSequential(plan, id, dtype, op, env);
+  if (plan.sequential) {
+    bool done = false;
+    partNext_ = 0;
+    return runSequential(plan, id, dtype, op, env, true, &done);
+  }
   if (plan.single && id.seq == 0) return runSingle(plan, id, env);
   return runDataflow(plan, id, dtype, op, env);
+}
+
+Status Executor::runInParts(const Plan& plan, Bindings& bind, DataType dtype, ReduceOp op,
+                            const OpIdentity& id, const ExecEnv& env, bool resume,
+                            bool mayBlock, bool* done) {
+  *done = false;
+  if (!plan.sequential)
+    return internalError(describeCall(id, plan.schedule.algo.c_str()) +
+                         ": only a plan without message steps runs in parts");
+  if (!resume) {
+    if (plan.window && !env.window)
+      return invalidUsage(describeCall(id, plan.schedule.algo.c_str()) +
+                          " runs through the host window, which this communicator does not have");
+    this->bind(plan, bind, id, env);
+    partEntered_ = false;
+    partNext_ = 0;
+  }
+  if (!partEntered_) {
+    if (env.window && id.seq > 0) {
+      // Entering rewrites this rank's region of parity seq mod 2, which peers may read until
+      // they have entered call seq - 1 (enterWindow waits for that; here it is only looked at).
+      if (!mayBlock && id.seq > 1) {
+        for (int q = 0; q < env.nranks; ++q)
+          if (q != env.rank && !env.window->reached(q, id.seq - 1, 1)) return Status();
+      }
+      CHORUS_RETURN_IF_ERROR(enterWindow(plan, id, env));
+    }
+    partEntered_ = true;
+  }
+  return runSequential(plan, id, dtype, op, env, mayBlock, done);
 }
 
 // One point-to-point send or receive: no header, no dependencies. The same waiting as the
@@ -360,11 +397,16 @@ Status Executor::block(std::span<Connection* const> conns, int waitMs, bool wind
 
 // Window plans and local-only plans: every step in program order.
 Status Executor::runSequential(const Plan& plan, const OpIdentity& id, DataType dtype,
-                               ReduceOp op, const ExecEnv& env) {
+                               ReduceOp op, const ExecEnv& env, bool mayBlock, bool* done) {
   const size_t elem = dataTypeSize(dtype);
   const std::vector<sched::Step>& steps = plan.schedule.steps;
-  for (size_t i = 0; i < steps.size(); ++i) {
+  for (size_t i = partNext_; i < steps.size(); ++i) {
     const sched::Step& s = steps[i];
+    if (!mayBlock && s.kind == StepKind::kAwait &&
+        !(env.window && env.window->reached(s.peer, id.seq, s.target))) {
+      partNext_ = i;  // continue here
+      return Status();
+    }
     switch (s.kind) {
       case StepKind::kCopy:
         if (ptr(s.a) != ptr(s.dst)) kernels::copy(ptr(s.dst), ptr(s.a), s.dst.bytes);
@@ -399,6 +441,8 @@ Status Executor::runSequential(const Plan& plan, const OpIdentity& id, DataType 
                              describeStep(s, i) + " in a plan without message peers");
     }
   }
+  partNext_ = steps.size();
+  *done = true;
   return Status();
 }
 

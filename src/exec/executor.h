@@ -98,6 +98,17 @@ class Executor {
   /// communicator then cancels them).
   Status run(const Plan& plan, Bindings& bind, DataType dtype, ReduceOp op, const OpIdentity& id,
              const ExecEnv& env);
+  /// A sequential plan (plan.sequential: window and local steps only) in parts, for a
+  /// nonblocking call that progresses when it is posted or tested: runs steps while none has to
+  /// wait, and returns with *done false at the first that would (entering the call before every
+  /// peer has entered the previous one, or a kAwait whose signal is not there yet). The next
+  /// call with `resume` continues at that step; `mayBlock` waits as run() does, to the end.
+  /// Between a part that returned *done false and the part that finishes, nothing else may run
+  /// on this executor and `bind` must not change (the communicator's queue keeps the call at
+  /// its head meanwhile).
+  Status runInParts(const Plan& plan, Bindings& bind, DataType dtype, ReduceOp op,
+                    const OpIdentity& id, const ExecEnv& env, bool resume, bool mayBlock,
+                    bool* done);
 
  private:
   struct PeerRun;
@@ -107,9 +118,11 @@ class Executor {
     int peerIdx;
     int stagingSlot;  // -1 unless recvReduce
   };
+  void bind(const Plan& plan, Bindings& bind, const OpIdentity& id, const ExecEnv& env);
   Status enterWindow(const Plan& plan, const OpIdentity& id, const ExecEnv& env);
+  // Runs steps from partNext_; without mayBlock, stops (*done false) at an await not yet met.
   Status runSequential(const Plan& plan, const OpIdentity& id, DataType dtype, ReduceOp op,
-                       const ExecEnv& env);
+                       const ExecEnv& env, bool mayBlock, bool* done);
   Status runDataflow(const Plan& plan, const OpIdentity& id, DataType dtype, ReduceOp op,
                      const ExecEnv& env);
   Status runSingle(const Plan& plan, const OpIdentity& id, const ExecEnv& env);
@@ -145,6 +158,10 @@ class Executor {
   std::vector<WaitWord> words_;
   uint32_t signalled_ = 0;
   WindowHeader myHeader_;  // this run's header in the host window
+  // A sequential plan run in parts (runInParts): whether the call was entered, and the step
+  // to continue at.
+  bool partEntered_ = false;
+  size_t partNext_ = 0;
 
   std::vector<std::unique_ptr<std::byte[]>> staging_;
   std::vector<uint64_t> stagingSize_;

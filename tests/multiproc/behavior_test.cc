@@ -144,6 +144,104 @@ TEST(Nonblocking, OverlapsWithComputeAndCompletesInOrder) {
   EXPECT_EQ(summarize(out), "");
 }
 
+// Small nonblocking calls on the host window run the steps that need no peer when they are
+// posted or tested (op_queue.h): a long mix of them — every reduction kind (avg divides at the
+// end, PreMulSum scales first), all-gathers, a large call that is not started early, a blocking
+// call between — completes in order with every value right, whether a post, a test, a wait or
+// the progress thread finished each. Stats count each call once.
+TEST(Nonblocking, CallsProgressWhenPostedOrTestedAndStayOrdered) {
+  auto out = runRanks(3, [](chorusComm_t comm, int rank, int n) -> std::string {
+    constexpr int kCalls = 120;
+    uint64_t scalarBuf = 0;
+    store(chorusFloat32, &scalarBuf, 0, rank + 1);
+    chorusRedOp_t premul;
+    RANK_OK(chorusRedOpCreatePreMulSum(&premul, &scalarBuf, chorusFloat32,
+                                       chorusScalarHostImmediate, comm));
+    const size_t bigCount = 64 << 10;  // 256 KiB: queued for the progress thread, not started
+    std::vector<std::vector<float>> in(kCalls), res(kCalls);
+    std::vector<chorusRequest_t> reqs(kCalls, nullptr);
+    std::vector<int> kind(kCalls);
+    for (int k = 0; k < kCalls; ++k) {
+      kind[k] = k % 5;
+      const size_t count = kind[k] == 4 ? bigCount : 3 + k % 7;
+      in[k].resize(count);
+      for (size_t i = 0; i < count; ++i) in[k][i] = static_cast<float>((rank + 1) * (k + 1) + i);
+      res[k].assign(kind[k] == 3 ? count * n : count, NAN);
+      switch (kind[k]) {
+        case 0:
+        case 4:
+          RANK_OK(chorusIAllReduce(in[k].data(), res[k].data(), count, chorusFloat32, chorusSum,
+                                   comm, nullptr, &reqs[k]));
+          break;
+        case 1:
+          RANK_OK(chorusIAllReduce(in[k].data(), res[k].data(), count, chorusFloat32, chorusAvg,
+                                   comm, nullptr, &reqs[k]));
+          break;
+        case 2:
+          RANK_OK(chorusIAllReduce(in[k].data(), res[k].data(), count, chorusFloat32, premul, comm,
+                                   nullptr, &reqs[k]));
+          break;
+        case 3:
+          RANK_OK(chorusIAllGather(in[k].data(), res[k].data(), count, chorusFloat32, comm,
+                                   nullptr, &reqs[k]));
+          break;
+      }
+      // Test an earlier request now and then (testing progresses the queue too).
+      if (k >= 3 && k % 3 == 0 && reqs[k - 3]) {
+        int done = 0;
+        RANK_OK(chorusTest(&reqs[k - 3], &done));
+      }
+      if (k == kCalls / 2) {  // a blocking call waits behind the queued ones
+        int32_t v = rank + 1, sum = 0;
+        RANK_OK(chorusAllReduce(&v, &sum, 1, chorusInt32, chorusSum, comm, nullptr));
+        RANK_CHECK(sum == n * (n + 1) / 2, "blocking call among nonblocking ones");
+      }
+    }
+    for (int k = kCalls - 1; k >= 0; --k)  // newest first: waiting runs the older ones too
+      if (reqs[k]) RANK_OK(chorusWait(&reqs[k]));
+    const double ranksSum = n * (n + 1) / 2.0;  // sum over r of (r + 1)
+    for (int k = 0; k < kCalls; ++k) {
+      const size_t count = in[k].size();
+      for (size_t i = 0; i < res[k].size(); ++i) {
+        double want;
+        const double base = static_cast<double>(k + 1);
+        switch (kind[k]) {
+          case 1: want = (ranksSum * base + n * static_cast<double>(i)) / n; break;
+          case 2: {
+            want = 0;
+            for (int r = 0; r < n; ++r) want += (r + 1) * ((r + 1) * base + i);
+            break;
+          }
+          case 3: {
+            const size_t r = i / count, j = i % count;
+            want = static_cast<double>((r + 1) * (k + 1) + j);
+            break;
+          }
+          default: want = ranksSum * base + n * static_cast<double>(i); break;
+        }
+        RANK_CHECK(std::fabs(res[k][i] - want) <= 1e-6 * std::fabs(want) + 1e-6,
+                   "call " + std::to_string(k) + " (kind " + std::to_string(kind[k]) +
+                       ") element " + std::to_string(i) + ": " + std::to_string(res[k][i]) +
+                       " instead of " + std::to_string(want));
+      }
+    }
+    RANK_OK(chorusRedOpDestroy(premul, comm));
+    chorusStats_t s{};
+    s.structSize = sizeof(s);
+    RANK_OK(chorusCommGetStats(comm, &s));
+    uint64_t calls = 0;
+    for (int i = 0; i < s.numAlgos; ++i) {
+      const std::string name = s.algos[i].name;
+      if (name.rfind("allreduce:", 0) == 0 || name.rfind("allgather:", 0) == 0)
+        calls += s.algos[i].count;
+    }
+    RANK_CHECK(calls == kCalls + 1, "stats count " + std::to_string(calls) + " calls, not " +
+                                        std::to_string(kCalls + 1));
+    return "";
+  }, {.deadlineSeconds = 120});
+  EXPECT_EQ(summarize(out), "");
+}
+
 TEST(Split, EvenOddWithReversedKeys) {
   auto out = runRanks(5, [](chorusComm_t comm, int rank, int n) -> std::string {
     chorusComm_t sub = nullptr;

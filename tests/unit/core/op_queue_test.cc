@@ -1,0 +1,152 @@
+// The operation queue's progress at the call (src/core/op_queue.h): poke() advances the head
+// while it completes without waiting, keeps a part-run request at the head, stops at requests
+// that cannot run in parts, and whoever runs the head next resumes it. Requests here are
+// scripted: advance() completes on a chosen call, run() records that it resumed. The queues have
+// no progress thread, so only the test's own calls move them.
+#include "src/core/op_queue.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace chorus {
+namespace {
+
+// Completes at its `needed`-th advance(); run() finishes it whatever advance() did before.
+struct Scripted final : Request {
+  Scripted(std::vector<std::string>* log, std::string name, int needed)
+      : log(log), name(std::move(name)), needed(needed) {}
+  Status run() override {
+    log->push_back(name + (advances > 0 ? ":resumed" : ":run"));
+    return Status();
+  }
+  bool advance(Status* out) override {
+    if (needed <= 0) return false;  // cannot run in parts
+    ++advances;
+    log->push_back(name + ":advance" + std::to_string(advances));
+    if (advances < needed) return false;
+    *out = Status();
+    return true;
+  }
+  std::vector<std::string>* log;
+  std::string name;
+  int needed;  // 0: never in parts
+  int advances = 0;
+};
+
+struct Failing final : Request {
+  Status run() override { return internalError("never reached"); }
+  bool advance(Status* out) override {
+    *out = invalidUsage("rank 1 called something else");
+    return true;
+  }
+};
+
+bool done(const std::shared_ptr<Request>& r, Status* s = nullptr) { return r->test(s); }
+
+TEST(OpQueue, PokeCompletesTheHeadsThatNeedNoWaitInOrder) {
+  std::vector<std::string> log;
+  OpQueue q(nullptr, false);
+  auto a = std::make_shared<Scripted>(&log, "a", 1);
+  auto b = std::make_shared<Scripted>(&log, "b", 1);
+  q.enqueue(a, false);
+  q.enqueue(b, false);
+  q.poke();
+  EXPECT_TRUE(done(a));
+  EXPECT_TRUE(done(b));
+  EXPECT_EQ(log, (std::vector<std::string>{"a:advance1", "b:advance1"}));
+  q.poke();  // an empty queue: nothing
+  EXPECT_EQ(log.size(), 2u);
+}
+
+TEST(OpQueue, PartRunHeadStaysFirstAndBlocksWhatFollows) {
+  std::vector<std::string> log;
+  OpQueue q(nullptr, false);
+  auto a = std::make_shared<Scripted>(&log, "a", 3);
+  auto b = std::make_shared<Scripted>(&log, "b", 1);
+  q.enqueue(a, false);
+  q.enqueue(b, false);
+  q.poke();
+  q.poke();
+  EXPECT_FALSE(done(a));
+  EXPECT_FALSE(done(b));  // b never advanced past a part-run a
+  q.poke();
+  EXPECT_TRUE(done(a));
+  EXPECT_TRUE(done(b));
+  EXPECT_EQ(log, (std::vector<std::string>{"a:advance1", "a:advance2", "a:advance3",
+                                           "b:advance1"}));
+}
+
+TEST(OpQueue, WaitResumesAPartRunHead) {
+  std::vector<std::string> log;
+  OpQueue q(nullptr, false);
+  auto a = std::make_shared<Scripted>(&log, "a", 5);
+  auto b = std::make_shared<Scripted>(&log, "b", 5);
+  q.enqueue(a, false);
+  q.enqueue(b, false);
+  q.poke();
+  EXPECT_TRUE(q.wait(b).ok());
+  EXPECT_TRUE(done(a));
+  EXPECT_EQ(log, (std::vector<std::string>{"a:advance1", "a:resumed", "b:run"}));
+}
+
+TEST(OpQueue, PokeStopsAtARequestThatCannotRunInParts) {
+  std::vector<std::string> log;
+  OpQueue q(nullptr, false);
+  auto a = std::make_shared<Scripted>(&log, "a", 0);
+  auto b = std::make_shared<Scripted>(&log, "b", 1);
+  q.enqueue(a, false);
+  q.enqueue(b, false);
+  q.poke();
+  EXPECT_FALSE(done(a));
+  EXPECT_FALSE(done(b));
+  EXPECT_TRUE(log.empty());
+  EXPECT_TRUE(q.wait(b).ok());
+  EXPECT_EQ(log, (std::vector<std::string>{"a:run", "b:run"}));
+}
+
+TEST(OpQueue, AFailureFoundByAdvanceIsTheRequestsResultAndReported) {
+  std::vector<std::string> reported;
+  OpQueue q([&](const Status& s) { reported.push_back(s.message()); }, false);
+  auto f = std::make_shared<Failing>();
+  q.enqueue(f, false);
+  q.poke();
+  Status s;
+  ASSERT_TRUE(done(f, &s));
+  EXPECT_EQ(s.code(), Code::kInvalidUsage);
+  EXPECT_EQ(reported, (std::vector<std::string>{"rank 1 called something else"}));
+}
+
+TEST(OpQueue, FailQueuedEndsAPartRunHead) {
+  std::vector<std::string> log;
+  OpQueue q(nullptr, false);
+  auto a = std::make_shared<Scripted>(&log, "a", 3);
+  q.enqueue(a, false);
+  q.poke();
+  q.failQueued(remoteError("aborted"));
+  Status s;
+  ASSERT_TRUE(done(a, &s));
+  EXPECT_EQ(s.code(), Code::kRemoteError);
+  q.poke();  // nothing left to advance
+  EXPECT_EQ(log, (std::vector<std::string>{"a:advance1"}));
+}
+
+TEST(OpQueue, PokeNeverWaitsForTheExecutionLock) {
+  std::vector<std::string> log;
+  OpQueue q(nullptr, false);
+  auto a = std::make_shared<Scripted>(&log, "a", 1);
+  q.enqueue(a, false);
+  {
+    std::lock_guard<std::mutex> busy(q.execMutex());  // another thread is running an operation
+    q.poke();
+  }
+  EXPECT_FALSE(done(a));
+  EXPECT_TRUE(log.empty());
+  q.poke();
+  EXPECT_TRUE(done(a));
+}
+
+}  // namespace
+}  // namespace chorus
