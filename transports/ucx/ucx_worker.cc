@@ -33,7 +33,35 @@ bool namesRdmaTransport(const std::string& text) {
   return false;
 }
 
+// UCX_TLS limits UCX to tcp (and loopback "self"): no shared memory, no RDMA.
+bool tcpOnly(const char* tls) {
+  if (!tls || !*tls || tls[0] == '^') return false;
+  const std::string list(tls);
+  bool tcp = false;
+  size_t pos = 0;
+  while (pos <= list.size()) {
+    size_t end = list.find(',', pos);
+    if (end == std::string::npos) end = list.size();
+    const std::string item = list.substr(pos, end - pos);
+    if (item == "tcp") {
+      tcp = true;
+    } else if (item != "self") {
+      return false;
+    }
+    pos = end + 1;
+  }
+  return tcp;
+}
+
 }  // namespace
+
+// Over tcp alone, UCX's rendezvous protocol (a request, a reply, then the data, each needing
+// the other side's progress) cost 2-5x the time of eager sends for the 0.5-4 MiB messages
+// chorus's algorithms send when the ranks share their cores (docs/performance.md, UCX section):
+// eager messages stream as tcp lets them. So, unless the user chose, messages below 8 MiB go
+// eager there; larger ones keep the rendezvous, which bounds what an early message can make
+// the receiver buffer.
+constexpr const char* kTcpRndvThresh = "8M";
 
 uint64_t commBits(uint64_t commId) {
   uint64_t x = commId;
@@ -62,6 +90,15 @@ StatusOr<std::shared_ptr<Context>> Context::get() {
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) return systemError("ucx: ucp_config_read: " + statusText(st));
+  if (tcpOnly(std::getenv("UCX_TLS")) && !std::getenv("UCX_RNDV_THRESH")) {
+    st = ucp_config_modify(config, "RNDV_THRESH", kTcpRndvThresh);
+    if (st != UCS_OK) {
+      ucp_config_release(config);
+      return systemError("ucx: ucp_config_modify(RNDV_THRESH): " + statusText(st));
+    }
+    CHORUS_LOG(INFO, NET) << "ucx: UCX_TLS is tcp only: rendezvous from " << kTcpRndvThresh
+                          << " bytes (set UCX_RNDV_THRESH to choose)";
+  }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
