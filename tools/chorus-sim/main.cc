@@ -106,6 +106,9 @@ int main(int argc, char** argv) {
   int hosts = 1, perHost = 0, root = 0, topLinks = 6, dumpRank = -1;
   uint64_t minBytes = 8, maxBytes = 64ull << 20, factor = 4, chunk = 256 << 10;
   double nicGbps = 0, intraGBps = 0, intraUs = 0, interUs = 0, memGBps = -1;
+  std::string netKind = "switch";
+  int hostsPerLeaf = 0;
+  double oversub = 1;
   bool oneSided = false, showConstants = false, quiet = false, noFold = false;
   uint64_t maxSteps = sim::Case{}.maxSteps;
 
@@ -135,6 +138,17 @@ int main(int argc, char** argv) {
   app.add_flag("--one-sided", oneSided, "every pair of ranks can read the other's memory");
   app.add_option("--nic-gbps", nicGbps, "every NIC at this speed, Gb/s")
       ->check(CLI::PositiveNumber);
+  app.add_option("--net", netKind,
+                 "network between the NICs: switch (one non-blocking switch, default), fattree "
+                 "(leaves of --hosts-per-leaf hosts under a spine), rails (NIC i of every host "
+                 "on rail leaf i)")
+      ->check(CLI::IsMember({"switch", "fattree", "rails"}));
+  app.add_option("--hosts-per-leaf", hostsPerLeaf,
+                 "fattree / rails: hosts under one leaf switch (default: all)")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--oversub", oversub,
+                 "fattree / rails: a leaf's downlink / uplink bandwidth (default 1)")
+      ->check(CLI::Range(1.0, 1e6));
   app.add_option("--intra-gbps", intraGBps, "flat hosts: per-rank port, GB/s")
       ->check(CLI::PositiveNumber);
   app.add_option("--intra-us", intraUs, "flat hosts: latency of a message in a host, us")
@@ -196,6 +210,14 @@ int main(int argc, char** argv) {
     machine = sim::Machine::flat(f);
   }
   if (!machine.ok()) return fail(machine.status().message(), 1);
+  sim::NetSpec net;
+  net.kind = netKind == "fattree" ? sim::NetSpec::Kind::kFatTree
+             : netKind == "rails" ? sim::NetSpec::Kind::kRails
+                                  : sim::NetSpec::Kind::kSwitch;
+  net.hostsPerLeaf = hostsPerLeaf;
+  net.oversub = oversub;
+  if (chorus::Status s = machine->setNetwork(net, k.switchLatencyUs); !s.ok())
+    return fail(s.message(), 1);
 
   std::FILE* csv = nullptr;
   if (!csvFile.empty()) {
@@ -206,6 +228,9 @@ int main(int argc, char** argv) {
   }
   std::printf("# chorus-sim: %s, %s, %d ranks\n", machine->summary().c_str(), collName.c_str(),
               machine->nranks());
+  if (net.kind != sim::NetSpec::Kind::kSwitch)
+    std::printf("# network: %s, %d host(s) per leaf, oversubscription %g\n", netKind.c_str(),
+                hostsPerLeaf > 0 ? std::min(hostsPerLeaf, hosts) : hosts, oversub);
   const std::vector<uint64_t> sizes = *coll == chorus::sched::Coll::kBarrier
                                           ? std::vector<uint64_t>{0}
                                           : sizesOf(minBytes, maxBytes, factor);

@@ -149,6 +149,7 @@ StatusOr<Outcome> runCase(const Machine& machine, const Case& c, const EngineOpt
   std::string note;
   if (!c.fold) note = "folding off";
   else if (H == 1) note = "one host";
+  else if (!machine.notFoldable().empty()) note = machine.notFoldable();
   for (int r = 0; r < K && note.empty(); ++r)
     if (usesWindowSync(*owned[static_cast<size_t>(r)])) note = "the plans use the host window";
   std::vector<int> sample;

@@ -449,5 +449,103 @@ TEST(SimFold, HugeEveryRankRunsAreRefused) {
       << o.status().message();
 }
 
+// The network beyond the NICs. Flat hosts, one rank each, NIC 1 GB/s, no latency anywhere but
+// the switches, so times are bytes / rate plus the switches' latency.
+Machine onNetwork(int hosts, NetSpec::Kind kind, int perLeaf, double oversub, double switchUs) {
+  Machine m = flat(hosts, 1, /*alpha=*/0, /*nicGBps=*/1, /*interAlpha=*/0);
+  NetSpec net;
+  net.kind = kind;
+  net.hostsPerLeaf = perLeaf;
+  net.oversub = oversub;
+  const Status s = m.setNetwork(net, switchUs);
+  EXPECT_TRUE(s.ok()) << s.message();
+  return m;
+}
+
+// 4 hosts, 2 per leaf, oversubscription 2: a leaf's uplink carries 2 x 1 / 2 = 1 GB/s. Hosts 0
+// and 1 (leaf 0) each send 1 MB to hosts 2 and 3 (leaf 1): both flows share leaf 0's uplink,
+// 500 B/us each, 2000 us, plus two more switches (leaf, spine, leaf) at 0.5 us. At
+// oversubscription 1 each flow has its NIC's full 1 GB/s: 1000 us.
+TEST(SimNetwork, FatTreeUplinkIsSharedAcrossLeaves) {
+  for (double ratio : {1.0, 2.0}) {
+    const Machine m = onNetwork(4, NetSpec::Kind::kFatTree, 2, ratio, 0.5);
+    EXPECT_TRUE(m.notFoldable().find("2 groups") != std::string::npos) << m.notFoldable();
+    Plans p(4);
+    p[0].send(2, in(1'000'000));
+    p[1].send(3, in(1'000'000));
+    p[2].recv(0, out(1'000'000));
+    p[3].recv(1, out(1'000'000));
+    const Result r = simulateOk(m, p);
+    EXPECT_NEAR(r.timeUs, 1000 * ratio + 2 * 0.5, kTol) << "ratio " << ratio;
+  }
+  // Inside a leaf there is no uplink and no extra switch.
+  const Machine m = onNetwork(4, NetSpec::Kind::kFatTree, 2, 2, 0.5);
+  EXPECT_NEAR(m.route(0, 1).latencyUs, 0, kTol);
+  EXPECT_EQ(m.route(0, 1).resources.size(), 4u);  // out port, NIC tx, NIC rx, in port
+  EXPECT_NEAR(m.route(1, 2).latencyUs, 1, kTol);
+  EXPECT_EQ(m.route(1, 2).resources.size(), 6u);  // and leaf 0's uplink, leaf 1's downlink
+}
+
+// A ring all-gather over 4 hosts, 2 per leaf, oversubscription 4 (uplink 0.5 GB/s): the ring
+// 0 -> 1 -> 2 -> 3 -> 0 crosses leaves on 1 -> 2 and 3 -> 0, each alone on its uplink at half
+// the NIC's rate. With blocks of S/4 = 250 KB, tau = 250 us at 1 GB/s: rank 1 sends three
+// blocks to rank 2 one after another, 2 tau each, the third leaving only once rank 0 has
+// forwarded the block it got from 3 over the other slow link (at 2 tau, then tau to rank 1):
+// rank 2 has its last block at 6 tau = 1500 us, twice the 3 tau of a non-blocking network.
+TEST(SimNetwork, CrossLeafRingSeesHalfBandwidth) {
+  const uint64_t size = 1'000'000;
+  const Outcome full =
+      runOk(onNetwork(4, NetSpec::Kind::kFatTree, 2, 1, 0), Coll::kAllGather, size, "ring", size);
+  const Outcome half =
+      runOk(onNetwork(4, NetSpec::Kind::kFatTree, 2, 4, 0), Coll::kAllGather, size, "ring", size);
+  EXPECT_NEAR(full.timeUs, 750, kTol);
+  EXPECT_NEAR(half.timeUs, 1500, kTol);
+  EXPECT_FALSE(half.folded);
+  EXPECT_NE(half.foldNote.find("groups of leaf switches"), std::string::npos) << half.foldNote;
+}
+
+// Rails on the DGX-like file: NIC i of every host on rail i. Between hosts, GPU 0 to GPU 0 stays
+// on rail 0; GPU 0 to GPU 1 goes through the spine, two switches more, and with
+// oversubscription 8 through rail leaf 0's uplink of 2 hosts x 50 GB/s / 8 = 12.5 GB/s.
+TEST(SimNetwork, RailsSendOtherRailsThroughTheSpine) {
+  StatusOr<topo::System> sys = topo::loadTopologyFile(topoFile("dgx-h100-like.xml"));
+  ASSERT_TRUE(sys.ok());
+  const Constants& k = defaultConstants();
+  StatusOr<Machine> m = Machine::fromSystem(*sys, 2, 8, k);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  NetSpec net;
+  net.kind = NetSpec::Kind::kRails;
+  net.oversub = 8;
+  ASSERT_TRUE(m->setNetwork(net, k.switchLatencyUs).ok());
+  EXPECT_NE(m->notFoldable().find("rail uplinks"), std::string::npos) << m->notFoldable();
+  const Route same = m->route(0, 8), other = m->route(0, 9);
+  EXPECT_NEAR(other.latencyUs - same.latencyUs, 2 * k.switchLatencyUs, kTol);
+  double slowest = kUnlimited;
+  for (int id : other.resources) slowest = std::min(slowest, m->capacity(id));
+  EXPECT_NEAR(slowest, 12'500, 1e-6);
+  int spine = 0;
+  for (int id : other.resources) spine += m->resourceName(id).rfind("net:", 0) == 0 ? 1 : 0;
+  EXPECT_EQ(spine, 2);  // rail leaf 0's uplink, rail leaf 1's downlink
+  for (int id : same.resources) EXPECT_LT(id, m->hostResources());
+  // One rail in one group at oversubscription 1: latency only, and the hosts still fold.
+  net.oversub = 1;
+  ASSERT_TRUE(m->setNetwork(net, k.switchLatencyUs).ok());
+  EXPECT_EQ(m->notFoldable(), "");
+  EXPECT_EQ(m->numResources(), m->hostResources());
+}
+
+TEST(SimNetwork, BadNetworksAreRefused) {
+  Machine m = flat(4, 1);
+  NetSpec net;
+  net.kind = NetSpec::Kind::kFatTree;
+  net.oversub = 0.5;
+  Status s = m.setNetwork(net, 0.5);
+  EXPECT_NE(s.message().find("oversubscription ratio"), std::string::npos) << s.message();
+  net.oversub = 2;
+  net.hostsPerLeaf = -1;
+  s = m.setNetwork(net, 0.5);
+  EXPECT_NE(s.message().find("hosts per leaf"), std::string::npos) << s.message();
+}
+
 }  // namespace
 }  // namespace chorus::sim
