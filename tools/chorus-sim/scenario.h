@@ -17,7 +17,8 @@
 // by step (kind, peer mapped, byte counts, dependencies, peers), with those of hosts 1, H/3,
 // H/2 and H-1 (the distinct ones of those); the shift is tried first, then the XOR. The
 // simulation falls back to every rank when:
-//   - folding is off (Case::fold) or there is one host;
+//   - folding is off (Case::fold) or there is one host, or the network tells hosts apart
+//     (Machine::notFoldable: several leaf groups, or shared oversubscribed rail uplinks);
 //   - a sampled plan differs: rooted collectives (broadcast, reduce, gather, scatter: the root's
 //     host is special), trees over hosts (tree, double binary tree, binomial), uneven slices
 //     (a count that does not divide evenly gives ranks different byte counts), and anything
