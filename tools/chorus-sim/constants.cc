@@ -1,5 +1,6 @@
 #include "tools/chorus-sim/constants.h"
 
+#include <cmath>
 #include <cstdio>
 
 #include "src/cost/cost_model.h"
@@ -64,6 +65,21 @@ Constants makeDefaults() {
 const Constants& defaultConstants() {
   static const Constants k = makeDefaults();
   return k;
+}
+
+Status setConstant(Constants& k, std::string_view name, double value) {
+  std::string known;
+  for (const Source& s : kSources) {
+    if (name == s.name) {
+      if (!(value >= 0) || !std::isfinite(value))
+        return invalidArgument("constant " + std::string(name) + ": " + std::to_string(value) +
+                               " (must be finite and non-negative)");
+      k.*(s.field) = value;
+      return Status::okStatus();
+    }
+    known += (known.empty() ? "" : ", ") + std::string(s.name);
+  }
+  return invalidArgument("unknown constant '" + std::string(name) + "' (known: " + known + ")");
 }
 
 std::string constantsTable(const Constants& k) {

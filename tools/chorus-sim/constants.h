@@ -10,6 +10,9 @@
 #pragma once
 
 #include <string>
+#include <string_view>
+
+#include "src/base/status.h"
 
 namespace chorus::sim {
 
@@ -38,6 +41,11 @@ struct Constants {
 
 /// The frozen table (constants.cc).
 const Constants& defaultConstants();
+
+/// Sets the constant called `name` (as constantsTable() lists it) to `value`, for what-if runs
+/// that take a term out of the model; the frozen table is not changed. Fails naming the known
+/// names when `name` is not one, or when `value` is negative or not finite.
+Status setConstant(Constants& k, std::string_view name, double value);
 
 /// One line per constant with its value and source, for docs and `chorus-sim --constants`.
 std::string constantsTable(const Constants& k);

@@ -107,6 +107,7 @@ int main(int argc, char** argv) {
   uint64_t minBytes = 8, maxBytes = 64ull << 20, factor = 4, chunk = 256 << 10;
   double nicGbps = 0, intraGBps = 0, intraUs = 0, interUs = 0, memGBps = -1;
   std::string netKind = "switch";
+  std::vector<std::string> overrides;
   int hostsPerLeaf = 0;
   double oversub = 1;
   bool oneSided = false, showConstants = false, quiet = false, noFold = false;
@@ -168,13 +169,34 @@ int main(int argc, char** argv) {
                  "list this rank's plan (steps, peers, bytes, dependencies) at the largest size")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("-q,--quiet", quiet, "only the table: no links, no critical path");
+  app.add_option("--set", overrides,
+                 "what-if: override a constant for this run, name=value (repeatable; names as "
+                 "--constants lists them; 0 for a rate means unlimited)");
   app.add_flag("--constants", showConstants, "print the device and link constants and exit");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  const sim::Constants& k = sim::defaultConstants();
+  sim::Constants k = sim::defaultConstants();
+  std::string overridden;
+  for (const std::string& o : overrides) {
+    const size_t eq = o.find('=');
+    double value = -1;
+    try {
+      if (eq != std::string::npos) value = std::stod(o.substr(eq + 1));
+    } catch (const std::exception&) {
+      value = -1;
+    }
+    const chorus::Status s = eq == std::string::npos
+                                 ? chorus::invalidArgument("--set " + o + ": expected name=value")
+                                 : sim::setConstant(k, o.substr(0, eq), value);
+    if (!s.ok()) {
+      std::fprintf(stderr, "chorus-sim: %s\n", s.message().c_str());
+      return 2;
+    }
+    overridden += (overridden.empty() ? "" : ", ") + o;
+  }
   if (showConstants) {
     std::printf("%s", sim::constantsTable(k).c_str());
     return 0;
@@ -228,6 +250,9 @@ int main(int argc, char** argv) {
   }
   std::printf("# chorus-sim: %s, %s, %d ranks\n", machine->summary().c_str(), collName.c_str(),
               machine->nranks());
+  if (!overridden.empty())
+    std::printf("# what-if: constants overridden (not the frozen table): %s\n",
+                overridden.c_str());
   if (net.kind != sim::NetSpec::Kind::kSwitch)
     std::printf("# network: %s, %d host(s) per leaf, oversubscription %g\n", netKind.c_str(),
                 hostsPerLeaf > 0 ? std::min(hostsPerLeaf, hosts) : hosts, oversub);
@@ -249,7 +274,10 @@ int main(int argc, char** argv) {
       c.fold = !noFold;
       c.maxSteps = maxSteps;
       c.dumpRank = size == sizes.back() ? dumpRank : -1;
-      chorus::StatusOr<sim::Outcome> out = sim::runCase(*machine, c);
+      sim::EngineOptions eo;
+      eo.reduceTraffic = k.reduceTraffic;
+      eo.copyTraffic = k.copyTraffic;
+      chorus::StatusOr<sim::Outcome> out = sim::runCase(*machine, c, eo);
       if (!out.ok()) {
         std::fprintf(stderr, "chorus-sim: %s\n", out.status().message().c_str());
         status = 1;

@@ -534,6 +534,19 @@ TEST(SimNetwork, RailsSendOtherRailsThroughTheSpine) {
   EXPECT_EQ(m->numResources(), m->hostResources());
 }
 
+// What-if overrides change a copy of the table, by name, and refuse what is not a constant.
+TEST(SimConstants, SetConstantByName) {
+  Constants k = defaultConstants();
+  ASSERT_TRUE(setConstant(k, "gpu.message", 0).ok());
+  EXPECT_EQ(k.gpuMessageUs, 0);
+  EXPECT_EQ(defaultConstants().gpuMessageUs, 3.4);
+  const Status unknown = setConstant(k, "gpu.msg", 1);
+  EXPECT_NE(unknown.message().find("unknown constant 'gpu.msg' (known: cpu.membw"),
+            std::string::npos)
+      << unknown.message();
+  EXPECT_FALSE(setConstant(k, "nic.latency", -1).ok());
+}
+
 TEST(SimNetwork, BadNetworksAreRefused) {
   Machine m = flat(4, 1);
   NetSpec net;
