@@ -40,6 +40,10 @@ constexpr Source kSources[] = {
      "chorus cost model ethernet nominal rate (src/cost/cost_model.cc)"},
     {"reduce.traffic", "x", &Constants::reduceTraffic, "read 2 operands + write 1 (cost model)"},
     {"copy.traffic", "x", &Constants::copyTraffic, "read 1 + write 1 (cost model)"},
+    {"cpu.quant", "x", &Constants::cpuQuantTraffic,
+     "CPU quantization kernels run at half a copy's rate (docs/performance.md; cost model)"},
+    {"gpu.quant", "x", &Constants::gpuQuantTraffic,
+     "stated, not measured: GPU kernels taken as memory-bound, a copy's rate per byte touched"},
 };
 
 Constants makeDefaults() {

@@ -37,6 +37,11 @@ struct Constants {
   /// a copy reads one and writes one (the cost model's 3x and 2x).
   double reduceTraffic = 3;
   double copyTraffic = 2;
+  /// Quantization steps (quantize, dequantize, requantize): memory bytes per byte the kernel
+  /// touches (its inputs read plus its output written), on a CPU rank and on a GPU rank. A copy
+  /// touches its bytes twice at factor 1; 2 means "half a copy's rate".
+  double cpuQuantTraffic = 2;
+  double gpuQuantTraffic = 1;
 };
 
 /// The frozen table (constants.cc).

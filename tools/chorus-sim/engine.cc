@@ -372,7 +372,7 @@ void Sim::start(int64_t g, int64_t cause) {
     case StepKind::kQuantize:
     case StepKind::kDequantize:
     case StepKind::kRequantize:
-      memoryFlow(g, opt_.copyTraffic * static_cast<double>(std::max(s.a.bytes, s.dst.bytes)));
+      memoryFlow(g, opt_.quantTraffic * static_cast<double>(s.a.bytes + s.dst.bytes));
       break;
     case StepKind::kSignal:
       signals_[static_cast<size_t>(r)].push_back(g);

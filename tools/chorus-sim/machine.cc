@@ -261,6 +261,7 @@ StatusOr<Machine> Machine::fromSystem(const topo::System& sys, int hosts, int ra
       m.railGBps_[i] = (nicGbps > 0 ? nicGbps : s > 0 ? s : k.defaultNicGbps) / 8;
     }
   m.interLatencyUs_ = 2 * k.nicLatencyUs + k.switchLatencyUs + (gpu ? k.gpuMessageUs : 0);
+  m.gpuRanks_ = gpu;
   m.local_ = std::move(hb.resources);
   m.nicGbps_ = slowest;
   m.intraClass_ = gpu ? (nvlink && allNvlink ? cost::LinkClass::kNvlink : cost::LinkClass::kPcie)

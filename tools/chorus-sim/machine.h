@@ -123,6 +123,8 @@ class Machine {
   /// The rank's memory, which its copies and reductions occupy.
   int memory(int rank) const;
 
+  /// Whether the ranks drive GPUs (else CPU processes): which quantization rate applies.
+  bool gpuRanks() const { return gpuRanks_; }
   /// The link classes and NIC speed the tuner should plan with.
   cost::LinkClass intraClass() const { return intraClass_; }
   cost::LinkClass interClass() const { return interClass_; }
@@ -149,6 +151,7 @@ class Machine {
   std::vector<Resource> net_;     // leaf L's uplink (2L) and downlink (2L + 1), when oversub > 1
   double extraSwitchUs_ = 0;      // two more switches for a message through the spine
   std::string notFoldable_;
+  bool gpuRanks_ = false;
   cost::LinkClass intraClass_ = cost::LinkClass::kShm, interClass_ = cost::LinkClass::kEthernet;
   double nicGbps_ = 0;
   std::string summary_;

@@ -108,6 +108,8 @@ int main(int argc, char** argv) {
   double nicGbps = 0, intraGBps = 0, intraUs = 0, interUs = 0, memGBps = -1;
   std::string netKind = "switch";
   std::vector<std::string> overrides;
+  uint32_t quantBits = 0;
+  uint64_t quantGroup = 256;
   int hostsPerLeaf = 0;
   double oversub = 1;
   bool oneSided = false, showConstants = false, quiet = false, noFold = false;
@@ -169,6 +171,12 @@ int main(int argc, char** argv) {
                  "list this rank's plan (steps, peers, bytes, dependencies) at the largest size")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("-q,--quiet", quiet, "only the table: no links, no critical path");
+  app.add_option("--quant-bits", quantBits,
+                 "quantized call (qgZ / qwZ: quant_* algorithms): 4 or 8 bits (default: none; "
+                 "a quant_* algorithm alone gets int8)")
+      ->check(CLI::IsMember({4, 8}));
+  app.add_option("--quant-group", quantGroup, "quantized call: elements per scale (default 256)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
   app.add_option("--set", overrides,
                  "what-if: override a constant for this run, name=value (repeatable; names as "
                  "--constants lists them; 0 for a rate means unlimited)");
@@ -274,9 +282,12 @@ int main(int argc, char** argv) {
       c.fold = !noFold;
       c.maxSteps = maxSteps;
       c.dumpRank = size == sizes.back() ? dumpRank : -1;
+      if (quantBits > 0) c.quant = chorus::kernels::QuantConfig{.bits = quantBits,
+                                                                 .groupSize = quantGroup};
       sim::EngineOptions eo;
       eo.reduceTraffic = k.reduceTraffic;
       eo.copyTraffic = k.copyTraffic;
+      eo.quantTraffic = machine->gpuRanks() ? k.gpuQuantTraffic : k.cpuQuantTraffic;
       chorus::StatusOr<sim::Outcome> out = sim::runCase(*machine, c, eo);
       if (!out.ok()) {
         std::fprintf(stderr, "chorus-sim: %s\n", out.status().message().c_str());

@@ -35,6 +35,7 @@
 #include <string_view>
 
 #include "algorithms/common/schedule.h"
+#include "algorithms/kernels/quantize_ops.h"
 #include "src/base/status.h"
 #include "tools/chorus-sim/engine.h"
 #include "tools/chorus-sim/machine.h"
@@ -53,6 +54,10 @@ struct Case {
   /// rather than run out of memory (about 250 bytes per step measured: 30M is about 7.5 GB).
   uint64_t maxSteps = 30'000'000;
   int dumpRank = -1;  ///< >= 0: Outcome::plan lists this rank's plan, step by step
+  /// Quantized collectives (quant_*: qgZ, qwZ): the config of the call. A quantized algorithm
+  /// named without one gets QuantConfig{} (int8, groups of 256); with one, the tuner may also
+  /// choose a quantized algorithm, as the communicator's does for a quantized call.
+  std::optional<kernels::QuantConfig> quant;
 };
 
 struct Outcome {
