@@ -299,7 +299,8 @@ Status Machine::setNetwork(const NetSpec& net, double switchLatencyUs) {
   const int perGroup = rails ? static_cast<int>(railGBps_.size()) : 1;
   double hostGBps = 0;
   for (double g : railGBps_) hostGBps += g;
-  if (net.oversub > 1) {
+  // One fat-tree leaf holds every host: nothing ever goes up, so there is nothing to share.
+  if (net.oversub > 1 && (rails || groups > 1)) {
     for (int g = 0; g < groups; ++g) {
       const int members = std::min(leafHosts_, hosts_ - g * leafHosts_);
       for (int r = 0; r < perGroup; ++r) {

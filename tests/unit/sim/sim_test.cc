@@ -479,6 +479,10 @@ TEST(SimNetwork, FatTreeUplinkIsSharedAcrossLeaves) {
     const Result r = simulateOk(m, p);
     EXPECT_NEAR(r.timeUs, 1000 * ratio + 2 * 0.5, kTol) << "ratio " << ratio;
   }
+  // One leaf for all hosts: a single switch, nothing shared, the hosts still fold.
+  const Machine one = onNetwork(4, NetSpec::Kind::kFatTree, 0, 2, 0.5);
+  EXPECT_EQ(one.notFoldable(), "");
+  EXPECT_EQ(one.numResources(), one.hostResources());
   // Inside a leaf there is no uplink and no extra switch.
   const Machine m = onNetwork(4, NetSpec::Kind::kFatTree, 2, 2, 0.5);
   EXPECT_NEAR(m.route(0, 1).latencyUs, 0, kTol);
