@@ -479,6 +479,17 @@ TEST(SimNetwork, FatTreeUplinkIsSharedAcrossLeaves) {
     const Result r = simulateOk(m, p);
     EXPECT_NEAR(r.timeUs, 1000 * ratio + 2 * 0.5, kTol) << "ratio " << ratio;
   }
+  // Into one leaf from two others (6 hosts, 3 leaves): the flows share the receiving leaf's
+  // downlink, 1 GB/s, and take twice as long.
+  {
+    const Machine m = onNetwork(6, NetSpec::Kind::kFatTree, 2, 2, 0.5);
+    Plans p(6);
+    p[0].send(4, in(1'000'000));
+    p[2].send(5, in(1'000'000));
+    p[4].recv(0, out(1'000'000));
+    p[5].recv(2, out(1'000'000));
+    EXPECT_NEAR(simulateOk(m, p).timeUs, 2000 + 2 * 0.5, kTol);
+  }
   // One leaf for all hosts: a single switch, nothing shared, the hosts still fold.
   const Machine one = onNetwork(4, NetSpec::Kind::kFatTree, 0, 2, 0.5);
   EXPECT_EQ(one.notFoldable(), "");
