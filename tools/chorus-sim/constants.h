@@ -10,6 +10,9 @@
 #pragma once
 
 #include <string>
+#include <string_view>
+
+#include "src/base/status.h"
 
 namespace chorus::sim {
 
@@ -34,10 +37,20 @@ struct Constants {
   /// a copy reads one and writes one (the cost model's 3x and 2x).
   double reduceTraffic = 3;
   double copyTraffic = 2;
+  /// Quantization steps (quantize, dequantize, requantize): memory bytes per byte the kernel
+  /// touches (its inputs read plus its output written), on a CPU rank and on a GPU rank. A copy
+  /// touches its bytes twice at factor 1; 2 means "half a copy's rate".
+  double cpuQuantTraffic = 2;
+  double gpuQuantTraffic = 1;
 };
 
 /// The frozen table (constants.cc).
 const Constants& defaultConstants();
+
+/// Sets the constant called `name` (as constantsTable() lists it) to `value`, for what-if runs
+/// that take a term out of the model; the frozen table is not changed. Fails naming the known
+/// names when `name` is not one, or when `value` is negative or not finite.
+Status setConstant(Constants& k, std::string_view name, double value);
 
 /// One line per constant with its value and source, for docs and `chorus-sim --constants`.
 std::string constantsTable(const Constants& k);

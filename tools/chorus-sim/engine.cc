@@ -372,7 +372,7 @@ void Sim::start(int64_t g, int64_t cause) {
     case StepKind::kQuantize:
     case StepKind::kDequantize:
     case StepKind::kRequantize:
-      memoryFlow(g, opt_.copyTraffic * static_cast<double>(std::max(s.a.bytes, s.dst.bytes)));
+      memoryFlow(g, opt_.quantTraffic * static_cast<double>(s.a.bytes + s.dst.bytes));
       break;
     case StepKind::kSignal:
       signals_[static_cast<size_t>(r)].push_back(g);
@@ -531,9 +531,11 @@ void Sim::shareRates() {
 StatusOr<Result> Sim::run() {
   const size_t n = plans_.size();
   nranks_ = m_.nranks();
-  localResources_ = m_.numResources() / m_.hosts();
+  localResources_ = m_.localResources();
   foldKind_ = opt_.fold;
   fold_ = foldKind_ != Fold::kNone;
+  if (fold_ && !m_.notFoldable().empty())
+    return invalidArgument("simulate: cannot fold by host: " + m_.notFoldable());
   if (foldKind_ == Fold::kXor) {
     auto pow2 = [](int v) { return v > 0 && (v & (v - 1)) == 0; };
     if (!pow2(m_.hosts()) || !pow2(m_.ranksPerHost()))
@@ -658,7 +660,7 @@ StatusOr<Result> Sim::run() {
     // Every image on host h did what its representative did, on host h's copies.
     for (size_t r = n; r < res_.rankDoneUs.size(); ++r) res_.rankDoneUs[r] = res_.rankDoneUs[r % n];
     const size_t local = static_cast<size_t>(localResources_);
-    for (size_t id = local; id < res_.resourceBytes.size(); ++id) {
+    for (size_t id = local; id < static_cast<size_t>(m_.hostResources()); ++id) {
       res_.resourceBytes[id] = res_.resourceBytes[id % local];
       res_.resourceBusyUs[id] = res_.resourceBusyUs[id % local];
     }

@@ -13,8 +13,10 @@
 //   recvReduce        then reduces: a flow of reduceTraffic x bytes on the rank's memory
 //   get / getReduce   a flow from the peer to the rank (its bytes arrive route latency after
 //                     the last one left), then, for getReduce, the reduction
-//   copy, reduce,     a flow on the rank's memory of copyTraffic / reduceTraffic x bytes
-//   quantize, ...     (quantization steps count as copies of their element bytes)
+//   copy, reduce      a flow on the rank's memory of copyTraffic / reduceTraffic x bytes
+//   quantize,         a flow on the rank's memory of quantTraffic x the bytes the kernel
+//   (de/re)quantize   touches: its source range (elements, or the packed blocks it decodes)
+//                     plus its destination (packed blocks, or elements)
 //   signal / await    a signal is done at once; an await is done once the peer's signal
 //                     number `target` is done plus the route latency between them
 // Fair sharing. Flows in their bandwidth phase share every resource they cross max-min fairly
@@ -53,6 +55,9 @@ const char* foldName(Fold f);  // "none", "shift", "xor"
 struct EngineOptions {
   double reduceTraffic = 3;  ///< memory bytes per byte reduced
   double copyTraffic = 2;    ///< memory bytes per byte copied
+  /// Memory bytes per byte a quantization step touches (reads plus writes: a.bytes +
+  /// dst.bytes); the machine's ranks decide the rate (Constants::cpuQuantTraffic / gpu...).
+  double quantTraffic = 2;
   /// Folded: `plans` are those of host 0's ranks only, and every other host's ranks run the
   /// same plans mapped as `fold` says. Each simulated flow then stands for one flow per host,
   /// each on its own host's copies of the resources, so a resource's load is counted on host

@@ -1,6 +1,7 @@
 #include "tools/chorus-sim/machine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 namespace chorus::sim {
@@ -104,6 +105,8 @@ StatusOr<Machine> Machine::flat(const FlatSpec& spec) {
   }
   m.nicTx_.assign(static_cast<size_t>(k), tx);
   m.nicRx_.assign(static_cast<size_t>(k), tx + 1);
+  m.rail_.assign(static_cast<size_t>(k), 0);
+  m.railGBps_ = {spec.nicGBps};
   m.interLatencyUs_ = spec.interLatencyUs;
   m.nicGbps_ = spec.nicGBps * 8;
   std::ostringstream o;
@@ -206,6 +209,7 @@ StatusOr<Machine> Machine::fromSystem(const topo::System& sys, int hosts, int ra
   std::vector<std::pair<int, int>> ports(sys.nodes().size(), {-1, -1});
   int madeUp = -1;
   bool unknownSpeed = false;
+  m.railGBps_.assign(std::max<size_t>(nics.size(), 1), 0);
   bool infiniband = !nics.empty();
   double slowest = 0;
   m.toNic_.resize(K);
@@ -221,6 +225,8 @@ StatusOr<Machine> Machine::fromSystem(const topo::System& sys, int hosts, int ra
       }
       m.nicTx_.push_back(madeUp);
       m.nicRx_.push_back(madeUp + 1);
+      m.rail_.push_back(0);
+      m.railGBps_[0] = gbps / 8;
     } else {
       const topo::Node& n = sys.node(nic);
       if (nicGbps <= 0 && n.speedGbps > 0) gbps = n.speedGbps;
@@ -234,6 +240,10 @@ StatusOr<Machine> Machine::fromSystem(const topo::System& sys, int hosts, int ra
       }
       m.nicTx_.push_back(port.first);
       m.nicRx_.push_back(port.second);
+      const size_t rail = static_cast<size_t>(
+          std::find(nics.begin(), nics.end(), nic) - nics.begin());
+      m.rail_.push_back(static_cast<int>(rail));
+      m.railGBps_[rail] = gbps / 8;
       const topo::Path p = sys.path(dev[l], nic);
       Route& to = m.toNic_[l];
       Route& from = m.fromNic_[l];
@@ -245,7 +255,13 @@ StatusOr<Machine> Machine::fromSystem(const topo::System& sys, int hosts, int ra
     }
     slowest = slowest > 0 ? std::min(slowest, gbps) : gbps;
   }
+  for (size_t i = 0; i < nics.size(); ++i)
+    if (m.railGBps_[i] <= 0) {
+      const double s = sys.node(nics[i]).speedGbps;
+      m.railGBps_[i] = (nicGbps > 0 ? nicGbps : s > 0 ? s : k.defaultNicGbps) / 8;
+    }
   m.interLatencyUs_ = 2 * k.nicLatencyUs + k.switchLatencyUs + (gpu ? k.gpuMessageUs : 0);
+  m.gpuRanks_ = gpu;
   m.local_ = std::move(hb.resources);
   m.nicGbps_ = slowest;
   m.intraClass_ = gpu ? (nvlink && allNvlink ? cost::LinkClass::kNvlink : cost::LinkClass::kPcie)
@@ -264,7 +280,54 @@ StatusOr<Machine> Machine::fromSystem(const topo::System& sys, int hosts, int ra
   return m;
 }
 
+Status Machine::setNetwork(const NetSpec& net, double switchLatencyUs) {
+  if (net.hostsPerLeaf < 0)
+    return invalidArgument("network: " + std::to_string(net.hostsPerLeaf) +
+                           " hosts per leaf (must be at least 1, or 0 for all hosts)");
+  if (!(net.oversub >= 1) || !std::isfinite(net.oversub))
+    return invalidArgument("network: oversubscription ratio " + std::to_string(net.oversub) +
+                           " (must be a finite number >= 1)");
+  if (!(switchLatencyUs >= 0)) return invalidArgument("network: negative switch latency");
+  netSpec_ = net;
+  net_.clear();
+  notFoldable_.clear();
+  extraSwitchUs_ = 2 * switchLatencyUs;
+  leafHosts_ = net.hostsPerLeaf == 0 ? hosts_ : std::min(net.hostsPerLeaf, hosts_);
+  if (net.kind == NetSpec::Kind::kSwitch) return Status::okStatus();
+  const bool rails = net.kind == NetSpec::Kind::kRails;
+  const int groups = (hosts_ + leafHosts_ - 1) / leafHosts_;
+  const int perGroup = rails ? static_cast<int>(railGBps_.size()) : 1;
+  double hostGBps = 0;
+  for (double g : railGBps_) hostGBps += g;
+  // One fat-tree leaf holds every host: nothing ever goes up, so there is nothing to share.
+  if (net.oversub > 1 && (rails || groups > 1)) {
+    for (int g = 0; g < groups; ++g) {
+      const int members = std::min(leafHosts_, hosts_ - g * leafHosts_);
+      for (int r = 0; r < perGroup; ++r) {
+        const double down = members * (rails ? railGBps_[static_cast<size_t>(r)] : hostGBps);
+        const std::string name = "leaf" + std::to_string(g) + (rails ? "." + std::to_string(r)
+                                                                      : std::string());
+        net_.push_back({name + ".up", rateOf(down / net.oversub)});
+        net_.push_back({name + ".down", rateOf(down / net.oversub)});
+      }
+    }
+  }
+  if (groups > 1)
+    notFoldable_ = "the network has " + std::to_string(groups) + " groups of leaf switches";
+  else if (!net_.empty() && hosts_ > 1)
+    notFoldable_ = "the hosts share oversubscribed rail uplinks";
+  return Status::okStatus();
+}
+
+int Machine::leafOf(int host, int rail) const {
+  const int group = host / leafHosts_;
+  return netSpec_.kind == NetSpec::Kind::kRails
+             ? group * static_cast<int>(railGBps_.size()) + rail
+             : group;
+}
+
 std::string Machine::resourceName(int id) const {
+  if (id >= hostResources()) return "net:" + net_[static_cast<size_t>(id - hostResources())].name;
   return "h" + std::to_string(id / static_cast<int>(local_.size())) + ":" +
          local_[localId(id)].name;
 }
@@ -284,6 +347,16 @@ Route Machine::route(int src, int dst) const {
   r.resources.push_back(global(hb, nicRx_[lb]));
   append(r, shifted(fromNic_[lb], hb));
   r.latencyUs += interLatencyUs_;
+  if (netSpec_.kind != NetSpec::Kind::kSwitch) {
+    const int from = leafOf(ha, rail_[la]), to = leafOf(hb, rail_[lb]);
+    if (from != to) {
+      r.latencyUs += extraSwitchUs_;
+      if (!net_.empty()) {
+        r.resources.push_back(hostResources() + 2 * from);
+        r.resources.push_back(hostResources() + 2 * to + 1);
+      }
+    }
+  }
   return r;
 }
 

@@ -20,11 +20,24 @@
 //                               direct; latency: the path's + Constants::gpuMessageUs
 //   other paths in a host:      each link of System::path() in its direction, + the CPU
 //                               ranks' shared-memory ports; latency: the path's + software
-//   between hosts:              device -> NIC links, NIC transmit port, one non-blocking
-//                               switch, NIC receive port, NIC -> device links; latency: both
-//                               paths + 2 x nicLatencyUs + switchLatencyUs
-// Not modelled yet: a fat tree with oversubscription or rails (the switch is non-blocking),
-// NVLink domains across hosts, PCIe switch internals beyond their links.
+//   between hosts:              device -> NIC links, NIC transmit port, the network (below),
+//                               NIC receive port, NIC -> device links; latency: both paths
+//                               + 2 x nicLatencyUs + switchLatencyUs
+//
+// The network between the NICs (NetSpec, Machine::setNetwork):
+//   switch   one non-blocking switch (the default): nothing but its latency.
+//   fattree  two levels: leaf switches of `hostsPerLeaf` hosts (all their NICs), every leaf
+//            linked to a non-blocking spine by uplinks of (the leaf's NIC bandwidth) / oversub
+//            each way. A message between leaves also crosses the sender leaf's uplink and the
+//            receiver leaf's downlink from the spine, and two more switches (leaf, spine, leaf).
+//   rails    NIC i of every host on rail i: leaf switch (group of `hostsPerLeaf` hosts, rail
+//            i), the same uplinks to a spine. A message from NIC i to NIC j != i of another
+//            host, or to another group, goes through the spine.
+// The spine and each leaf's switching are non-blocking. At oversub 1 an uplink can never be a
+// bottleneck (what goes up a leaf's uplink left through its NICs, whose sum it equals), so
+// it is not made a resource; the network then adds only latency.
+// Not modelled yet: NVLink domains across hosts, PCIe switch internals beyond their links,
+// routing within the spine (adaptive routing, ECMP collisions), congestion control.
 #pragma once
 
 #include <cstdint>
@@ -67,6 +80,14 @@ struct FlatSpec {
   double memGBps = 0;
 };
 
+/// The network between the hosts' NICs (see above).
+struct NetSpec {
+  enum class Kind : uint8_t { kSwitch, kFatTree, kRails };
+  Kind kind = Kind::kSwitch;
+  int hostsPerLeaf = 0;  ///< fattree / rails: hosts under one leaf switch; 0: all hosts
+  double oversub = 1;    ///< a leaf's downlink bandwidth / its uplink bandwidth (>= 1)
+};
+
 class Machine {
  public:
   static StatusOr<Machine> flat(const FlatSpec& spec);
@@ -74,13 +95,27 @@ class Machine {
   static StatusOr<Machine> fromSystem(const topo::System& system, int hosts, int ranksPerHost,
                                       const Constants& k, double nicGbps = 0);
 
+  /// Puts the hosts on `net` (default: one non-blocking switch). `switchLatencyUs` is paid per
+  /// switch traversed beyond the first (which the route latency already holds).
+  Status setNetwork(const NetSpec& net, double switchLatencyUs);
+  /// Why the hosts cannot stand for each other when folding (the network tells them apart:
+  /// several leaves, or shared uplinks); empty when they can.
+  const std::string& notFoldable() const { return notFoldable_; }
+
   int nranks() const { return hosts_ * perHost_; }
   int hosts() const { return hosts_; }
   int ranksPerHost() const { return perHost_; }
   int hostOf(int rank) const { return rank / perHost_; }
 
-  int numResources() const { return hosts_ * static_cast<int>(local_.size()); }
-  double capacity(int id) const { return local_[localId(id)].capacity; }
+  /// Every resource: the hosts' (host h's id = h x localResources() + local id), then the
+  /// network's uplinks.
+  int numResources() const { return hostResources() + static_cast<int>(net_.size()); }
+  int localResources() const { return static_cast<int>(local_.size()); }
+  int hostResources() const { return hosts_ * localResources(); }
+  double capacity(int id) const {
+    return id < hostResources() ? local_[localId(id)].capacity
+                                : net_[static_cast<size_t>(id - hostResources())].capacity;
+  }
   /// "h3:gpu0>nvswitch" style: the host and the resource's name within it.
   std::string resourceName(int id) const;
   /// The resources, latency and ceiling of a message from `src` to `dst` (src != dst).
@@ -88,6 +123,8 @@ class Machine {
   /// The rank's memory, which its copies and reductions occupy.
   int memory(int rank) const;
 
+  /// Whether the ranks drive GPUs (else CPU processes): which quantization rate applies.
+  bool gpuRanks() const { return gpuRanks_; }
   /// The link classes and NIC speed the tuner should plan with.
   cost::LinkClass intraClass() const { return intraClass_; }
   cost::LinkClass interClass() const { return interClass_; }
@@ -99,13 +136,22 @@ class Machine {
   size_t localId(int id) const { return static_cast<size_t>(id) % local_.size(); }
   int global(int host, int local) const { return host * static_cast<int>(local_.size()) + local; }
   Route shifted(const Route& r, int host) const;
+  int leafOf(int host, int rail) const;
 
   int hosts_ = 1, perHost_ = 1;
   std::vector<Resource> local_;   // one host's resources; host h's id = h * size + local id
   std::vector<Route> intra_;      // perHost_ x perHost_, local ids
   std::vector<Route> toNic_, fromNic_;  // per local rank, local ids, without the NIC ports
   std::vector<int> nicTx_, nicRx_, memory_;  // per local rank, local ids
+  std::vector<int> rail_;         // per local rank: the index of its NIC among the host's
+  std::vector<double> railGBps_;  // per NIC of a host (rail), GB/s
   double interLatencyUs_ = 0;     // NICs and switch
+  NetSpec netSpec_;
+  int leafHosts_ = 1;             // hosts per leaf switch
+  std::vector<Resource> net_;     // leaf L's uplink (2L) and downlink (2L + 1), when oversub > 1
+  double extraSwitchUs_ = 0;      // two more switches for a message through the spine
+  std::string notFoldable_;
+  bool gpuRanks_ = false;
   cost::LinkClass intraClass_ = cost::LinkClass::kShm, interClass_ = cost::LinkClass::kEthernet;
   double nicGbps_ = 0;
   std::string summary_;

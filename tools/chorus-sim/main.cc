@@ -106,6 +106,12 @@ int main(int argc, char** argv) {
   int hosts = 1, perHost = 0, root = 0, topLinks = 6, dumpRank = -1;
   uint64_t minBytes = 8, maxBytes = 64ull << 20, factor = 4, chunk = 256 << 10;
   double nicGbps = 0, intraGBps = 0, intraUs = 0, interUs = 0, memGBps = -1;
+  std::string netKind = "switch";
+  std::vector<std::string> overrides;
+  uint32_t quantBits = 0;
+  uint64_t quantGroup = 256;
+  int hostsPerLeaf = 0;
+  double oversub = 1;
   bool oneSided = false, showConstants = false, quiet = false, noFold = false;
   uint64_t maxSteps = sim::Case{}.maxSteps;
 
@@ -135,6 +141,17 @@ int main(int argc, char** argv) {
   app.add_flag("--one-sided", oneSided, "every pair of ranks can read the other's memory");
   app.add_option("--nic-gbps", nicGbps, "every NIC at this speed, Gb/s")
       ->check(CLI::PositiveNumber);
+  app.add_option("--net", netKind,
+                 "network between the NICs: switch (one non-blocking switch, default), fattree "
+                 "(leaves of --hosts-per-leaf hosts under a spine), rails (NIC i of every host "
+                 "on rail leaf i)")
+      ->check(CLI::IsMember({"switch", "fattree", "rails"}));
+  app.add_option("--hosts-per-leaf", hostsPerLeaf,
+                 "fattree / rails: hosts under one leaf switch (default: all)")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--oversub", oversub,
+                 "fattree / rails: a leaf's downlink / uplink bandwidth (default 1)")
+      ->check(CLI::Range(1.0, 1e6));
   app.add_option("--intra-gbps", intraGBps, "flat hosts: per-rank port, GB/s")
       ->check(CLI::PositiveNumber);
   app.add_option("--intra-us", intraUs, "flat hosts: latency of a message in a host, us")
@@ -154,13 +171,40 @@ int main(int argc, char** argv) {
                  "list this rank's plan (steps, peers, bytes, dependencies) at the largest size")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("-q,--quiet", quiet, "only the table: no links, no critical path");
+  app.add_option("--quant-bits", quantBits,
+                 "quantized call (qgZ / qwZ: quant_* algorithms): 4 or 8 bits (default: none; "
+                 "a quant_* algorithm alone gets int8)")
+      ->check(CLI::IsMember({4, 8}));
+  app.add_option("--quant-group", quantGroup, "quantized call: elements per scale (default 256)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
+  app.add_option("--set", overrides,
+                 "what-if: override a constant for this run, name=value (repeatable; names as "
+                 "--constants lists them; 0 for a rate means unlimited)");
   app.add_flag("--constants", showConstants, "print the device and link constants and exit");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  const sim::Constants& k = sim::defaultConstants();
+  sim::Constants k = sim::defaultConstants();
+  std::string overridden;
+  for (const std::string& o : overrides) {
+    const size_t eq = o.find('=');
+    double value = -1;
+    try {
+      if (eq != std::string::npos) value = std::stod(o.substr(eq + 1));
+    } catch (const std::exception&) {
+      value = -1;
+    }
+    const chorus::Status s = eq == std::string::npos
+                                 ? chorus::invalidArgument("--set " + o + ": expected name=value")
+                                 : sim::setConstant(k, o.substr(0, eq), value);
+    if (!s.ok()) {
+      std::fprintf(stderr, "chorus-sim: %s\n", s.message().c_str());
+      return 2;
+    }
+    overridden += (overridden.empty() ? "" : ", ") + o;
+  }
   if (showConstants) {
     std::printf("%s", sim::constantsTable(k).c_str());
     return 0;
@@ -196,6 +240,14 @@ int main(int argc, char** argv) {
     machine = sim::Machine::flat(f);
   }
   if (!machine.ok()) return fail(machine.status().message(), 1);
+  sim::NetSpec net;
+  net.kind = netKind == "fattree" ? sim::NetSpec::Kind::kFatTree
+             : netKind == "rails" ? sim::NetSpec::Kind::kRails
+                                  : sim::NetSpec::Kind::kSwitch;
+  net.hostsPerLeaf = hostsPerLeaf;
+  net.oversub = oversub;
+  if (chorus::Status s = machine->setNetwork(net, k.switchLatencyUs); !s.ok())
+    return fail(s.message(), 1);
 
   std::FILE* csv = nullptr;
   if (!csvFile.empty()) {
@@ -206,6 +258,12 @@ int main(int argc, char** argv) {
   }
   std::printf("# chorus-sim: %s, %s, %d ranks\n", machine->summary().c_str(), collName.c_str(),
               machine->nranks());
+  if (!overridden.empty())
+    std::printf("# what-if: constants overridden (not the frozen table): %s\n",
+                overridden.c_str());
+  if (net.kind != sim::NetSpec::Kind::kSwitch)
+    std::printf("# network: %s, %d host(s) per leaf, oversubscription %g\n", netKind.c_str(),
+                hostsPerLeaf > 0 ? std::min(hostsPerLeaf, hosts) : hosts, oversub);
   const std::vector<uint64_t> sizes = *coll == chorus::sched::Coll::kBarrier
                                           ? std::vector<uint64_t>{0}
                                           : sizesOf(minBytes, maxBytes, factor);
@@ -224,7 +282,13 @@ int main(int argc, char** argv) {
       c.fold = !noFold;
       c.maxSteps = maxSteps;
       c.dumpRank = size == sizes.back() ? dumpRank : -1;
-      chorus::StatusOr<sim::Outcome> out = sim::runCase(*machine, c);
+      if (quantBits > 0) c.quant = chorus::kernels::QuantConfig{.bits = quantBits,
+                                                                 .groupSize = quantGroup};
+      sim::EngineOptions eo;
+      eo.reduceTraffic = k.reduceTraffic;
+      eo.copyTraffic = k.copyTraffic;
+      eo.quantTraffic = machine->gpuRanks() ? k.gpuQuantTraffic : k.cpuQuantTraffic;
+      chorus::StatusOr<sim::Outcome> out = sim::runCase(*machine, c, eo);
       if (!out.ok()) {
         std::fprintf(stderr, "chorus-sim: %s\n", out.status().message().c_str());
         status = 1;

@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "algorithms/kernels/quantize.h"
 #include "algorithms/registry.h"
 #include "src/cost/cost_model.h"
 #include "src/exec/plan.h"
@@ -52,7 +53,7 @@ bool usesWindowSync(const exec::Plan& p) {
 std::string knownNames(Coll coll) {
   std::string names;
   for (const algo::AlgoInfo* a : algo::allAlgorithms())
-    if (a->coll == coll && !a->quantized)
+    if (a->coll == coll)
       names += (names.empty() ? "" : ", ") + std::string(a->name);
   return names;
 }
@@ -89,6 +90,10 @@ StatusOr<Outcome> runCase(const Machine& machine, const Case& c, const EngineOpt
   if (c.root < 0 || c.root >= n)
     return invalidArgument("root " + std::to_string(c.root) + " is not a rank of " +
                            std::to_string(n));
+  if (c.quant) {
+    CHORUS_RETURN_IF_ERROR(kernels::validateQuantConfig(*c.quant, "quantization: "));
+    d.quant = *c.quant;
+  }
   d.hostOf.resize(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) d.hostOf[static_cast<size_t>(r)] = layout.hostOf(r);
 
@@ -113,9 +118,10 @@ StatusOr<Outcome> runCase(const Machine& machine, const Case& c, const EngineOpt
                              " cannot run on this machine: " + (why ? why : "needs unmet") +
                              (info->needs == algo::Needs::kOneSided ? " (try --one-sided)" : ""));
   }
-  if (info->quantized)
-    return invalidArgument(std::string(sched::collName(c.coll)) + ":" + info->name +
-                           ": quantized collectives are not simulated yet");
+  // The call's config matters to quantized algorithms only (an unquantized one, named or the
+  // tuner's choice, moves the call's type as it is).
+  if (!info->quantized) d.quant.reset();
+  else if (!d.quant) d.quant = kernels::QuantConfig{};
 
   std::vector<std::shared_ptr<const exec::Plan>> owned;
   auto build = [&](int r) { return exec::planAlgorithm(*info, d, r, n, layout.ringOrder()); };
@@ -149,6 +155,7 @@ StatusOr<Outcome> runCase(const Machine& machine, const Case& c, const EngineOpt
   std::string note;
   if (!c.fold) note = "folding off";
   else if (H == 1) note = "one host";
+  else if (!machine.notFoldable().empty()) note = machine.notFoldable();
   for (int r = 0; r < K && note.empty(); ++r)
     if (usesWindowSync(*owned[static_cast<size_t>(r)])) note = "the plans use the host window";
   std::vector<int> sample;

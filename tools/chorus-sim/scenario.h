@@ -17,7 +17,8 @@
 // by step (kind, peer mapped, byte counts, dependencies, peers), with those of hosts 1, H/3,
 // H/2 and H-1 (the distinct ones of those); the shift is tried first, then the XOR. The
 // simulation falls back to every rank when:
-//   - folding is off (Case::fold) or there is one host;
+//   - folding is off (Case::fold) or there is one host, or the network tells hosts apart
+//     (Machine::notFoldable: several leaf groups, or shared oversubscribed rail uplinks);
 //   - a sampled plan differs: rooted collectives (broadcast, reduce, gather, scatter: the root's
 //     host is special), trees over hosts (tree, double binary tree, binomial), uneven slices
 //     (a count that does not divide evenly gives ranks different byte counts), and anything
@@ -34,6 +35,7 @@
 #include <string_view>
 
 #include "algorithms/common/schedule.h"
+#include "algorithms/kernels/quantize_ops.h"
 #include "src/base/status.h"
 #include "tools/chorus-sim/engine.h"
 #include "tools/chorus-sim/machine.h"
@@ -52,6 +54,10 @@ struct Case {
   /// rather than run out of memory (about 250 bytes per step measured: 30M is about 7.5 GB).
   uint64_t maxSteps = 30'000'000;
   int dumpRank = -1;  ///< >= 0: Outcome::plan lists this rank's plan, step by step
+  /// Quantized collectives (quant_*: qgZ, qwZ): the config of the call. A quantized algorithm
+  /// named without one gets QuantConfig{} (int8, groups of 256); with one, the tuner may also
+  /// choose a quantized algorithm, as the communicator's does for a quantized call.
+  std::optional<kernels::QuantConfig> quant;
 };
 
 struct Outcome {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/kernels/quantize.h"
 #include "src/exec/plan.h"
 #include "src/topology/placement.h"
 #include "tools/chorus-sim/constants.h"
@@ -270,7 +271,7 @@ TEST(SimBuilders, EveryRegisteredAlgorithmRuns) {
   const Machine m = flat(2, 3, 5, 1, 7, 3);
   int ran = 0;
   for (const algo::AlgoInfo* a : algo::allAlgorithms()) {
-    if (a->quantized || !parseColl(sched::collName(a->coll))) continue;
+    if (!parseColl(sched::collName(a->coll))) continue;
     Case c;
     c.coll = a->coll;
     c.sizeBytes = 6 * 4096;
@@ -447,6 +448,194 @@ TEST(SimFold, HugeEveryRankRunsAreRefused) {
   ASSERT_FALSE(o.ok());
   EXPECT_NE(o.status().message().find("over the limit of 10000"), std::string::npos)
       << o.status().message();
+}
+
+// The network beyond the NICs. Flat hosts, one rank each, NIC 1 GB/s, no latency anywhere but
+// the switches, so times are bytes / rate plus the switches' latency.
+Machine onNetwork(int hosts, NetSpec::Kind kind, int perLeaf, double oversub, double switchUs) {
+  Machine m = flat(hosts, 1, /*alpha=*/0, /*nicGBps=*/1, /*interAlpha=*/0);
+  NetSpec net;
+  net.kind = kind;
+  net.hostsPerLeaf = perLeaf;
+  net.oversub = oversub;
+  const Status s = m.setNetwork(net, switchUs);
+  EXPECT_TRUE(s.ok()) << s.message();
+  return m;
+}
+
+// 4 hosts, 2 per leaf, oversubscription 2: a leaf's uplink carries 2 x 1 / 2 = 1 GB/s. Hosts 0
+// and 1 (leaf 0) each send 1 MB to hosts 2 and 3 (leaf 1): both flows share leaf 0's uplink,
+// 500 B/us each, 2000 us, plus two more switches (leaf, spine, leaf) at 0.5 us. At
+// oversubscription 1 each flow has its NIC's full 1 GB/s: 1000 us.
+TEST(SimNetwork, FatTreeUplinkIsSharedAcrossLeaves) {
+  for (double ratio : {1.0, 2.0}) {
+    const Machine m = onNetwork(4, NetSpec::Kind::kFatTree, 2, ratio, 0.5);
+    EXPECT_TRUE(m.notFoldable().find("2 groups") != std::string::npos) << m.notFoldable();
+    Plans p(4);
+    p[0].send(2, in(1'000'000));
+    p[1].send(3, in(1'000'000));
+    p[2].recv(0, out(1'000'000));
+    p[3].recv(1, out(1'000'000));
+    const Result r = simulateOk(m, p);
+    EXPECT_NEAR(r.timeUs, 1000 * ratio + 2 * 0.5, kTol) << "ratio " << ratio;
+  }
+  // Into one leaf from two others (6 hosts, 3 leaves): the flows share the receiving leaf's
+  // downlink, 1 GB/s, and take twice as long.
+  {
+    const Machine m = onNetwork(6, NetSpec::Kind::kFatTree, 2, 2, 0.5);
+    Plans p(6);
+    p[0].send(4, in(1'000'000));
+    p[2].send(5, in(1'000'000));
+    p[4].recv(0, out(1'000'000));
+    p[5].recv(2, out(1'000'000));
+    EXPECT_NEAR(simulateOk(m, p).timeUs, 2000 + 2 * 0.5, kTol);
+  }
+  // One leaf for all hosts: a single switch, nothing shared, the hosts still fold.
+  const Machine one = onNetwork(4, NetSpec::Kind::kFatTree, 0, 2, 0.5);
+  EXPECT_EQ(one.notFoldable(), "");
+  EXPECT_EQ(one.numResources(), one.hostResources());
+  // Inside a leaf there is no uplink and no extra switch.
+  const Machine m = onNetwork(4, NetSpec::Kind::kFatTree, 2, 2, 0.5);
+  EXPECT_NEAR(m.route(0, 1).latencyUs, 0, kTol);
+  EXPECT_EQ(m.route(0, 1).resources.size(), 4u);  // out port, NIC tx, NIC rx, in port
+  EXPECT_NEAR(m.route(1, 2).latencyUs, 1, kTol);
+  EXPECT_EQ(m.route(1, 2).resources.size(), 6u);  // and leaf 0's uplink, leaf 1's downlink
+}
+
+// A ring all-gather over 4 hosts, 2 per leaf, oversubscription 4 (uplink 0.5 GB/s): the ring
+// 0 -> 1 -> 2 -> 3 -> 0 crosses leaves on 1 -> 2 and 3 -> 0, each alone on its uplink at half
+// the NIC's rate. With blocks of S/4 = 250 KB, tau = 250 us at 1 GB/s: rank 1 sends three
+// blocks to rank 2 one after another, 2 tau each, the third leaving only once rank 0 has
+// forwarded the block it got from 3 over the other slow link (at 2 tau, then tau to rank 1):
+// rank 2 has its last block at 6 tau = 1500 us, twice the 3 tau of a non-blocking network.
+TEST(SimNetwork, CrossLeafRingSeesHalfBandwidth) {
+  const uint64_t size = 1'000'000;
+  const Outcome full =
+      runOk(onNetwork(4, NetSpec::Kind::kFatTree, 2, 1, 0), Coll::kAllGather, size, "ring", size);
+  const Outcome half =
+      runOk(onNetwork(4, NetSpec::Kind::kFatTree, 2, 4, 0), Coll::kAllGather, size, "ring", size);
+  EXPECT_NEAR(full.timeUs, 750, kTol);
+  EXPECT_NEAR(half.timeUs, 1500, kTol);
+  EXPECT_FALSE(half.folded);
+  EXPECT_NE(half.foldNote.find("groups of leaf switches"), std::string::npos) << half.foldNote;
+}
+
+// Rails on the DGX-like file: NIC i of every host on rail i. Between hosts, GPU 0 to GPU 0 stays
+// on rail 0; GPU 0 to GPU 1 goes through the spine, two switches more, and with
+// oversubscription 8 through rail leaf 0's uplink of 2 hosts x 50 GB/s / 8 = 12.5 GB/s.
+TEST(SimNetwork, RailsSendOtherRailsThroughTheSpine) {
+  StatusOr<topo::System> sys = topo::loadTopologyFile(topoFile("dgx-h100-like.xml"));
+  ASSERT_TRUE(sys.ok());
+  const Constants& k = defaultConstants();
+  StatusOr<Machine> m = Machine::fromSystem(*sys, 2, 8, k);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  NetSpec net;
+  net.kind = NetSpec::Kind::kRails;
+  net.oversub = 8;
+  ASSERT_TRUE(m->setNetwork(net, k.switchLatencyUs).ok());
+  EXPECT_NE(m->notFoldable().find("rail uplinks"), std::string::npos) << m->notFoldable();
+  const Route same = m->route(0, 8), other = m->route(0, 9);
+  EXPECT_NEAR(other.latencyUs - same.latencyUs, 2 * k.switchLatencyUs, kTol);
+  double slowest = kUnlimited;
+  for (int id : other.resources) slowest = std::min(slowest, m->capacity(id));
+  EXPECT_NEAR(slowest, 12'500, 1e-6);
+  int spine = 0;
+  for (int id : other.resources) spine += m->resourceName(id).rfind("net:", 0) == 0 ? 1 : 0;
+  EXPECT_EQ(spine, 2);  // rail leaf 0's uplink, rail leaf 1's downlink
+  for (int id : same.resources) EXPECT_LT(id, m->hostResources());
+  // One rail in one group at oversubscription 1: latency only, and the hosts still fold.
+  net.oversub = 1;
+  ASSERT_TRUE(m->setNetwork(net, k.switchLatencyUs).ok());
+  EXPECT_EQ(m->notFoldable(), "");
+  EXPECT_EQ(m->numResources(), m->hostResources());
+}
+
+// Quantized collectives. By hand first: rank 0 quantizes E bytes of float32 into P packed bytes,
+// sends them, rank 1 decodes them. Memory 1 GB/s, quantization traffic 2 x the bytes touched:
+// encode 2 (E + P) / 1000 us, the message P / 1000 + 5 us, decode 2 (P + E) / 1000 us.
+TEST(SimQuant, QuantizeSendDequantizeByHand) {
+  const Machine m = flat(1, 2, /*alpha=*/5, /*nicGBps=*/1, /*interAlpha=*/7, /*memGBps=*/1);
+  const uint64_t count = 250'000, E = 4 * count;
+  const uint64_t P = kernels::quantizedSize(count, kernels::QuantConfig{});
+  Plans p(2);
+  p[0].quantize(in(E), {sched::kScratch, 0, P}, count, 0);
+  p[0].send(1, {sched::kScratch, 0, P});
+  p[1].recv(0, {sched::kScratch, 0, P});
+  p[1].dequantize({sched::kScratch, 0, P}, 1, out(E), count);
+  for (double traffic : {2.0, 1.0}) {
+    EngineOptions eo;
+    eo.quantTraffic = traffic;
+    StatusOr<Result> r = simulate(m, p.prepare(), eo);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    const double t = 2 * traffic * static_cast<double>(E + P) / 1000 +
+                     static_cast<double>(P) / 1000 + 5;
+    EXPECT_NEAR(r->timeUs, t, kTol) << "traffic " << traffic;
+  }
+}
+
+// qgZ (quant_two_hop reduce-scatter) and qwZ (quant_hier all-gather) on 2 hosts x 2 ranks: the
+// NIC carries the plan's packed bytes, L (H-1) blocks per host (each block is quantizedSize of
+// a rank's count), not the float32 ones; and they take longer when quantization costs more.
+TEST(SimQuant, TwoHopWireBytesArePacked) {
+  const Machine m = flat(2, 2, 5, 1, 7, /*memGBps=*/4);
+  const uint64_t count = 65'536;  // elements per rank's slice (reduce-scatter) or block
+  const uint64_t packed = kernels::quantizedSize(count, kernels::QuantConfig{});
+  for (auto [coll, algo] : {std::pair{Coll::kReduceScatter, "quant_two_hop"},
+                            std::pair{Coll::kAllGather, "quant_hier"}}) {
+    Case c;
+    c.coll = coll;
+    c.sizeBytes = 4 * 4 * count;  // the larger buffer: n x count float32
+    c.algo = algo;
+    StatusOr<Outcome> o = runCase(m, c);
+    ASSERT_TRUE(o.ok()) << o.status().message();
+    EXPECT_EQ(o->algo, std::string(sched::collName(coll)) + ":" + algo);
+    double nicTx = -1;
+    for (int id = 0; id < m.numResources(); ++id)
+      if (m.resourceName(id) == "h0:nic.tx")
+        nicTx = o->result.resourceBytes[static_cast<size_t>(id)];
+    EXPECT_NEAR(nicTx, 2.0 * static_cast<double>(packed), 0.5) << algo;
+    EXPECT_LT(packed, 4 * count / 3);  // int8: about a quarter of float32
+    EngineOptions dear;
+    dear.quantTraffic = 4;
+    StatusOr<Outcome> slower = runCase(m, c, dear);
+    ASSERT_TRUE(slower.ok());
+    EXPECT_GT(slower->timeUs, o->timeUs) << algo;
+  }
+  // A bad config is refused naming it.
+  Case bad;
+  bad.coll = Coll::kReduceScatter;
+  bad.sizeBytes = 4 * 4 * count;
+  bad.algo = "quant_two_hop";
+  bad.quant = kernels::QuantConfig{.bits = 5};
+  StatusOr<Outcome> o = runCase(m, bad);
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("bits"), std::string::npos) << o.status().message();
+}
+
+// What-if overrides change a copy of the table, by name, and refuse what is not a constant.
+TEST(SimConstants, SetConstantByName) {
+  Constants k = defaultConstants();
+  ASSERT_TRUE(setConstant(k, "gpu.message", 0).ok());
+  EXPECT_EQ(k.gpuMessageUs, 0);
+  EXPECT_EQ(defaultConstants().gpuMessageUs, 3.4);
+  const Status unknown = setConstant(k, "gpu.msg", 1);
+  EXPECT_NE(unknown.message().find("unknown constant 'gpu.msg' (known: cpu.membw"),
+            std::string::npos)
+      << unknown.message();
+  EXPECT_FALSE(setConstant(k, "nic.latency", -1).ok());
+}
+
+TEST(SimNetwork, BadNetworksAreRefused) {
+  Machine m = flat(4, 1);
+  NetSpec net;
+  net.kind = NetSpec::Kind::kFatTree;
+  net.oversub = 0.5;
+  Status s = m.setNetwork(net, 0.5);
+  EXPECT_NE(s.message().find("oversubscription ratio"), std::string::npos) << s.message();
+  net.oversub = 2;
+  net.hostsPerLeaf = -1;
+  s = m.setNetwork(net, 0.5);
+  EXPECT_NE(s.message().find("hosts per leaf"), std::string::npos) << s.message();
 }
 
 }  // namespace
