@@ -181,6 +181,8 @@ ib::QpInfo sampleInfo() {
   q.inboxAddr = 0x7f0012345000ull;
   q.inboxRkey = 0xdeadbeef;
   q.slots = 32;
+  q.rail = 1;
+  q.rails = 2;
   return q;
 }
 
@@ -441,7 +443,7 @@ TEST(IbProtocol, MoreMessagesThanSlotsAndChunkedWritesArriveInOrder) {
   const int rnrBefore = ib::fake::rnrViolations();
   Pair p = makePair();
   ASSERT_EQ(p.c.size(), 2u);
-  constexpr int kCount = 3 * static_cast<int>(ib::IbConnection::kSlots) + 5;
+  constexpr int kCount = 3 * static_cast<int>(ib::Rail::kSlots) + 5;
   std::vector<std::vector<uint8_t>> out, in;
   std::vector<Pending> ops;
   for (int i = 0; i < kCount; ++i) {
