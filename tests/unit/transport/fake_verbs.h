@@ -27,10 +27,12 @@ namespace chorus::ib::fake {
 struct Options {
   bool nullList = false;  ///< get_device_list returns NULL with errno listErrno
   int listErrno = ENOSYS;
-  int devices = 1;
+  int devices = 1;  ///< fake_0 .. fake_7, one port each, each with its own LID and GIDs
   bool ethernet = false;  ///< RoCE ports instead of InfiniBand
+  unsigned roceDevices = 0;  ///< bit d: device d's port is RoCE even without `ethernet`
   bool portActive = true;
   ibv_mtu mtu = IBV_MTU_4096;
+  std::vector<ibv_mtu> deviceMtu;  ///< device d's active MTU, where given (else `mtu`)
   uint32_t maxMsg = 1u << 31;  ///< the port's max_msg_sz (small: the transport must chunk)
 };
 
@@ -53,6 +55,9 @@ struct ModifyCall {
 std::vector<ModifyCall> modifyCalls();
 
 int rnrViolations();
+/// Bytes written by RDMA writes posted on queue pairs of device `device` (data, advertisements
+/// and control records alike), since the process started.
+uint64_t bytesWritten(int device);
 int forkInitCalls();
 
 /// The queue pair vanishes from the fabric as if its host died: writes to it fail with
