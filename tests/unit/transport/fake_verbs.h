@@ -10,6 +10,10 @@
 // write with immediate finds a posted receive (the transport never relies on RNR retries;
 // rnrViolations() counts the times it would have).
 //
+// Devices fake_0 .. fake_7 have one port each with its own LID and GIDs; their link layer and
+// MTU can differ (Options), and bytesWritten() counts what each device's queue pairs wrote, so
+// a test can see which NICs a message crossed.
+//
 // One mutex guards the whole fake: writes are synchronous, done under it by the posting
 // thread, completions appear on the peer's queue before ibv_post_send returns.
 #pragma once

@@ -809,11 +809,12 @@ TEST(IbStripe, SmallMessagesGoWholeOnTheRailsInTurn) {
   EXPECT_EQ(p.c[1]->stats().bytesRecv, 4000u);
 }
 
-// Sizes below, at and far above the stripe threshold, in both directions at once, through
-// 4 KiB writes: a large piece needs more writes than a send queue holds, so one rail runs
-// behind the other and pieces of consecutive messages arrive interleaved.
+// Sizes below and far above the stripe threshold, in both directions at once, through 512-byte
+// writes: a message just below the threshold goes whole on one rail in more writes than a
+// send queue holds, so the tiny message after it, on the other rail, arrives first; a striped
+// message's pieces then arrive interleaved with it.
 TEST(IbStripe, MixedSizesKeepTheirOrderBothWaysAndCompleteInOrder) {
-  TwoNics setup(4096);
+  TwoNics setup(512);
   const int rnrBefore = ib::fake::rnrViolations();
   Pair p = makePair(kTwoNics);
   ASSERT_EQ(p.c.size(), 2u);
@@ -828,9 +829,9 @@ TEST(IbStripe, MixedSizesKeepTheirOrderBothWaysAndCompleteInOrder) {
                    {p.c[1].get(), p.c[0].get(), {}, {}, {}, {}}};
   for (int f = 0; f < 2; ++f)
     for (int i = 0; i < kCount; ++i) {
-      const size_t n = i % 3 == 0   ? static_cast<size_t>(300000 + 977 * i + f)
-                       : i % 3 == 1 ? static_cast<size_t>(37 * i * (f + 1))
-                                    : size_t{64} << 10;
+      const size_t n = i % 4 == 0   ? static_cast<size_t>(60000 + 97 * i + f)
+                       : i % 4 == 2 ? static_cast<size_t>(300000 + 977 * i + f)
+                                    : static_cast<size_t>(37 * i * (f + 1));
       flows[f].out.push_back(randomBytes(n));
       flows[f].in.emplace_back(n, kPoison);
     }
