@@ -1033,37 +1033,49 @@ std::string runRank(chorusUniqueId id, int rank, int n) {
   return failure;
 }
 
-// Three ranks (not a power of two) as threads of this process, the tuner's picks and then
-// each message-based algorithm forced in turn; with one NIC per rank, then two.
+// Three ranks (not a power of two) as threads of this process: with one NIC per rank, the
+// tuner's picks and then each message-based algorithm forced in turn; with two NICs per rank
+// over two fake devices (messages from 64 KiB striped, the ring schedules' 256 KiB chunks
+// included), the tuner's picks and the ring family, to keep the case cheap.
 TEST(IbCommunicator, CollectivesOverTheFakeWithRanksAsThreads) {
   ScopedEnv only("CHORUS_TRANSPORT", "ibverbs");
-  constexpr int kRanks = 3;
-  for (const char* nics : {"1", "2"}) {
-  SCOPED_TRACE(std::string("CHORUS_IB_NICS_PER_RANK=") + nics);
+  ScopedEnv min("CHORUS_IB_STRIPE_MIN_BYTES", "64K");
   ib::fake::Options o;
   o.devices = 2;
   ScopedFake fake(o);
-  ScopedEnv rails("CHORUS_IB_NICS_PER_RANK", nics);
-  // With two NICs, the 800 KB messages of a 200000-element call are striped whole and the
-  // ring algorithms' 256 KiB chunks too.
-  ScopedEnv min("CHORUS_IB_STRIPE_MIN_BYTES", "64K");
-  for (const char* algo :
-       {"", "allreduce:ring,allgather:ring,broadcast:chain,reducescatter:ring",
-        "allreduce:recursive_doubling,broadcast:binomial", "allreduce:rabenseifner",
-        "allreduce:tree,alltoall:pairwise", "allreduce:oneshot"}) {
-    SCOPED_TRACE(std::string("CHORUS_ALGO=") + algo);
-    ScopedEnv forced("CHORUS_ALGO", algo);
-    chorusUniqueId id{};
-    ASSERT_EQ(chorusGetUniqueId(&id), chorusSuccess);
-    std::vector<std::future<std::string>> ranks;
-    for (int r = 0; r < kRanks; ++r)
-      ranks.push_back(onThread([id, r] { return runRank(id, r, kRanks); }));
-    for (int r = 0; r < kRanks; ++r) {
-      auto failure = joinWithin(ranks[r], std::chrono::seconds(60), "rank " + std::to_string(r));
-      ASSERT_TRUE(failure.has_value());
-      EXPECT_EQ(*failure, "");
+  constexpr int kRanks = 3;
+  const std::vector<const char*> algos = {
+      "", "allreduce:ring,allgather:ring,broadcast:chain,reducescatter:ring",
+      "allreduce:recursive_doubling,broadcast:binomial", "allreduce:rabenseifner",
+      "allreduce:tree,alltoall:pairwise", "allreduce:oneshot"};
+  for (const char* nics : {"1", "2"}) {
+    ScopedEnv rails("CHORUS_IB_NICS_PER_RANK", nics);
+    const size_t count = std::string(nics) == "1" ? algos.size() : 2;
+    const uint64_t firstBefore = ib::fake::bytesWritten(0);
+    const uint64_t secondBefore = ib::fake::bytesWritten(1);
+    for (size_t a = 0; a < count; ++a) {
+      SCOPED_TRACE(std::string("CHORUS_IB_NICS_PER_RANK=") + nics + ", CHORUS_ALGO=" + algos[a]);
+      ScopedEnv forced("CHORUS_ALGO", algos[a]);
+      chorusUniqueId id{};
+      ASSERT_EQ(chorusGetUniqueId(&id), chorusSuccess);
+      std::vector<std::future<std::string>> ranks;
+      for (int r = 0; r < kRanks; ++r)
+        ranks.push_back(onThread([id, r] { return runRank(id, r, kRanks); }));
+      for (int r = 0; r < kRanks; ++r) {
+        auto failure =
+            joinWithin(ranks[r], std::chrono::seconds(60), "rank " + std::to_string(r));
+        ASSERT_TRUE(failure.has_value());
+        EXPECT_EQ(*failure, "");
+      }
     }
-  }
+    const uint64_t first = ib::fake::bytesWritten(0) - firstBefore;
+    const uint64_t second = ib::fake::bytesWritten(1) - secondBefore;
+    if (std::string(nics) == "1") {
+      EXPECT_EQ(second, 0u) << "one NIC per rank: every rank on the first device";
+    } else {  // even pieces, small messages in turn: close to half each
+      EXPECT_GT(second, first * 4 / 5) << first << " bytes on the first device";
+      EXPECT_GT(first, second * 4 / 5) << second << " bytes on the second device";
+    }
   }
 }
 
