@@ -25,7 +25,7 @@ std::vector<Piece> stripe(size_t bytes, uint64_t msg, int rails, size_t minStrip
 StatusOr<std::unique_ptr<IbConnection>> IbConnection::create(const std::vector<NicShare>& nics,
                                                              uint64_t commId, int myRank,
                                                              int peer, size_t minStripeBytes) {
-  std::unique_ptr<IbConnection> c(new IbConnection(commId, myRank, peer, minStripeBytes));
+  std::unique_ptr<IbConnection> c(new IbConnection(myRank, peer, minStripeBytes));
   const int count = static_cast<int>(nics.size());
   for (int i = 0; i < count; ++i) {
     CHORUS_ASSIGN_OR_RETURN(auto rail, Rail::create(nics[static_cast<size_t>(i)], commId,

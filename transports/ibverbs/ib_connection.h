@@ -90,17 +90,15 @@ class IbConnection final : public Connection {
     Status status;
   };
 
-  IbConnection(uint64_t commId, int myRank, int peer, size_t minStripeBytes)
-      : comm_(commId), myRank_(myRank), peer_(peer), minStripe_(minStripeBytes) {}
+  IbConnection(int myRank, int peer, size_t minStripeBytes)
+      : myRank_(myRank), peer_(peer), minStripe_(minStripeBytes) {}
   StatusOr<Op> post(int d, void* data, size_t bytes, Tag tag);
-  Msg* find(const Op& op);
   void complete();
   void retire();
   void failAll(const Status& why, bool tellPeer);
   uint64_t messagesWritten() const;
   std::string me() const { return "ibverbs: rank " + std::to_string(myRank_); }
 
-  const uint64_t comm_;
   const int myRank_;
   const int peer_;
   const size_t minStripe_;

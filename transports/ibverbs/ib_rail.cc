@@ -48,7 +48,7 @@ constexpr int kSendDepth = 2 * static_cast<int>(Rail::kSlots) + 8;
 constexpr int kControlReserve = 2;  // send-queue entries kept for ABORT and CLOSE
 constexpr size_t kMaxChunk = size_t{1} << 30;
 constexpr int kPollBatch = 16;
-// How long the destructor and cancel() wait for their control record to leave.
+// How long close() and abort() wait for their control record to leave.
 constexpr auto kControlBudget = std::chrono::milliseconds(500);
 
 // Work request ids: receives carry kRecvBit; sends their kind, whether they end a message, and
@@ -269,7 +269,7 @@ Status Rail::progress() {
   if (failed_) return failure_;
   if (!connected_) return Status();
   // Consume the channel's events first, re-arm, then poll: a completion that arrives after the
-  // poll finds the queue armed and wakes pollInfo()'s fd.
+  // poll finds the queue armed and wakes fd().
   ibv_cq* evCq = nullptr;
   void* evCtx = nullptr;
   unsigned events = 0;
