@@ -32,7 +32,14 @@
 namespace chorus::conformance {
 namespace {
 
-const bool kFakeInstalled = (ib::fake::install(), true);
+// CHORUS_TEST_FAKE_DEVICES sets the fake's device count for the whole run: ctest runs the
+// conformance suite once more over two devices with two NICs per rank.
+ib::fake::Options fakeForRun() {
+  ib::fake::Options o;
+  if (const char* n = std::getenv("CHORUS_TEST_FAKE_DEVICES")) o.devices = std::atoi(n);
+  return o;
+}
+const bool kFakeInstalled = (ib::fake::install(fakeForRun()), true);
 
 class ScopedEnv {
  public:
