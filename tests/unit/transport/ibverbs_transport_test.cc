@@ -877,6 +877,34 @@ TEST(IbStripe, MixedSizesKeepTheirOrderBothWaysAndCompleteInOrder) {
   EXPECT_EQ(ib::fake::rnrViolations(), rnrBefore) << "a write found no receive posted";
 }
 
+// pollInfo()'s one fd stands for both rails' completion channels.
+TEST(IbStripe, EitherRailsCompletionWakesASleeper) {
+  TwoNics setup;
+  Pair p = makePair(kTwoNics);
+  ASSERT_EQ(p.c.size(), 2u);
+  int fd = -1;
+  short events = 0;
+  p.c[1]->pollInfo(&fd, &events);
+  ASSERT_GE(fd, 0);
+  for (int k = 0; k < 2; ++k) {  // message k goes on rail k
+    SCOPED_TRACE("rail " + std::to_string(k));
+    uint64_t x = 0x1234 + static_cast<uint64_t>(k), y = 0;
+    auto r = p.c[1]->postRecv(&y, 8, 4);
+    ASSERT_TRUE(r.ok());
+    ASSERT_TRUE(p.c[1]->progress().ok());  // advertises
+    ASSERT_TRUE(p.c[1]->progress().ok());  // takes the advertisement's completion, re-arms
+    pollfd pfd{fd, events, 0};
+    EXPECT_EQ(::poll(&pfd, 1, 0), 0) << "readable before anything arrived";
+    auto s = p.c[0]->postSend(&x, 8, 4);
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE(p.c[0]->progress().ok());
+    pfd.revents = 0;
+    EXPECT_EQ(::poll(&pfd, 1, 0), 1) << "the data's completion did not wake the fd";
+    ASSERT_TRUE(driveAll({{p.c[0].get(), *s}, {p.c[1].get(), *r}}).ok());
+    EXPECT_EQ(y, x);
+  }
+}
+
 TEST(IbStripe, RailCountMismatchFailsBothEndsNamingBoth) {
   TwoNics setup;
   Attempt a = tryPair({{"", "2"}, {"", "1"}});
