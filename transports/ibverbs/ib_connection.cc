@@ -1,264 +1,125 @@
 #include "transports/ibverbs/ib_connection.h"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
+#include <poll.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <chrono>
-#include <cstdlib>
-#include <cstring>
-#include <random>
 
 namespace chorus::ib {
 
-// The inbox's records. Both ends are builds of one version (QpInfo checks it), so the layout
-// is the host's.
-struct IbConnection::Advert {
-  uint64_t addr;
-  uint64_t bytes;
-  uint64_t tag;
-  uint32_t rkey;
-  uint32_t seq;
-  static void check() { static_assert(sizeof(Advert) == 32); }
-};
-
-struct IbConnection::Control {
-  uint32_t code;
-  uint32_t textBytes;
-  uint64_t count;
-  char text[240];
-  static void check() { static_assert(sizeof(Control) == 256); }
-};
-
-namespace {
-
-constexpr size_t kAbortOffset = IbConnection::kSlots * 32;
-constexpr size_t kCloseOffset = kAbortOffset + 256;
-constexpr size_t kBoxBytes = kCloseOffset + 256;
-constexpr int kRecvDepth = 2 * static_cast<int>(IbConnection::kSlots) + 4;
-constexpr int kSendDepth = 2 * static_cast<int>(IbConnection::kSlots) + 8;
-constexpr int kControlReserve = 2;  // send-queue entries kept for ABORT and CLOSE
-constexpr size_t kMaxChunk = size_t{1} << 30;
-constexpr int kPollBatch = 16;
-// How long the destructor and cancel() wait for their control record to leave.
-constexpr auto kControlBudget = std::chrono::milliseconds(500);
-
-// Work request ids: receives carry kRecvBit; sends their kind, whether they end a message, and
-// the op's sequence number.
-constexpr uint64_t kRecvBit = uint64_t{1} << 63;
-constexpr uint64_t kLastBit = uint64_t{1} << 62;
-uint64_t sendWrId(ImmKind k, bool last, uint64_t seq) {
-  return (static_cast<uint64_t>(k) << 60) | (last ? kLastBit : 0) | (seq & ((1ull << 60) - 1));
-}
-ImmKind wrKind(uint64_t id) { return static_cast<ImmKind>((id >> 60) & 3); }
-uint64_t wrSeq(uint64_t id) { return id & ((1ull << 60) - 1); }
-
-const char* wcStatusName(ibv_wc_status s) {
-  switch (s) {
-    case IBV_WC_SUCCESS: return "success";
-    case IBV_WC_LOC_LEN_ERR: return "local length error";
-    case IBV_WC_LOC_QP_OP_ERR: return "local QP operation error";
-    case IBV_WC_LOC_PROT_ERR: return "local protection error";
-    case IBV_WC_WR_FLUSH_ERR: return "flushed";
-    case IBV_WC_REM_ACCESS_ERR: return "remote access error";
-    case IBV_WC_REM_OP_ERR: return "remote operation error";
-    case IBV_WC_RETRY_EXC_ERR: return "transport retry count exceeded";
-    case IBV_WC_RNR_RETRY_EXC_ERR: return "receiver-not-ready retry count exceeded";
-    case IBV_WC_REM_INV_REQ_ERR: return "remote invalid request";
-    default: return "error";
+std::vector<Piece> stripe(size_t bytes, uint64_t msg, int rails, size_t minStripeBytes) {
+  if (rails <= 1 || bytes == 0 || bytes < minStripeBytes)
+    return {Piece{rails <= 1 ? 0 : static_cast<int>(msg % static_cast<uint64_t>(rails)), 0,
+                  bytes}};
+  const size_t n = static_cast<size_t>(rails);
+  const size_t per = ((bytes + n - 1) / n + kStripeAlign - 1) / kStripeAlign * kStripeAlign;
+  std::vector<Piece> pieces;
+  for (int r = 0; r < rails && per * static_cast<size_t>(r) < bytes; ++r) {
+    const size_t offset = per * static_cast<size_t>(r);
+    pieces.push_back(Piece{r, offset, std::min(per, bytes - offset)});
   }
+  return pieces;
 }
 
-// Connections are made on callers' threads and on the transport's listener thread at once.
-uint32_t randomPsn() {
-  thread_local std::mt19937 gen{std::random_device{}()};
-  return static_cast<uint32_t>(gen()) & 0xFFFFFF;
-}
-
-}  // namespace
-
-// A page-aligned, registered buffer of kBoxBytes: the inbox (the peer writes it) or the outbox
-// (this end's records staged for writing).
-struct IbConnection::Box {
-  const VerbsApi& api;
-  void* mem = nullptr;
-  ibv_mr* mr = nullptr;
-  explicit Box(const VerbsApi& a) : api(a) {}
-  ~Box() {
-    if (mr) api.dereg_mr(mr);
-    std::free(mem);
-  }
-  uint8_t* at(size_t off) const { return static_cast<uint8_t*>(mem) + off; }
-};
-
-IbConnection::IbConnection(const NicShare& share, uint64_t commId, int myRank, int peer)
-    : share_(share), api_(share.nic->api()), comm_(commId), myRank_(myRank), peer_(peer) {}
-
-std::string IbConnection::me() const {
-  return "ibverbs: rank " + std::to_string(myRank_) + " (" + share_.nic->name() + ")";
-}
-
-StatusOr<std::unique_ptr<IbConnection>> IbConnection::create(const NicShare& share,
+StatusOr<std::unique_ptr<IbConnection>> IbConnection::create(const std::vector<NicShare>& nics,
                                                              uint64_t commId, int myRank,
-                                                             int peer) {
-  std::unique_ptr<IbConnection> c(new IbConnection(share, commId, myRank, peer));
-  Status s = c->setUp();
-  if (!s.ok()) return s.withContext("connection to rank " + std::to_string(peer));
+                                                             int peer, size_t minStripeBytes) {
+  std::unique_ptr<IbConnection> c(new IbConnection(myRank, peer, minStripeBytes));
+  const int count = static_cast<int>(nics.size());
+  for (int i = 0; i < count; ++i) {
+    CHORUS_ASSIGN_OR_RETURN(auto rail, Rail::create(nics[static_cast<size_t>(i)], commId,
+                                                    myRank, peer, i, count));
+    c->rails_.push_back(std::move(rail));
+  }
+  if (count > 1) {
+    const std::string where = "connection to rank " + std::to_string(peer);
+    c->epollFd_ = ::epoll_create1(EPOLL_CLOEXEC);
+    if (c->epollFd_ < 0) return errnoStatus("epoll_create1", where);
+    for (int i = 0; i < count; ++i) {
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.u32 = static_cast<uint32_t>(i);
+      if (::epoll_ctl(c->epollFd_, EPOLL_CTL_ADD, c->rails_[static_cast<size_t>(i)]->fd(),
+                      &ev) != 0)
+        return errnoStatus("epoll_ctl", where);
+    }
+  }
   return c;
 }
 
-Status IbConnection::setUp() {
-  const Nic& nic = *share_.nic;
-  const std::string where = nic.name();
-  channel_ = api_.create_comp_channel(nic.context());
-  if (!channel_) return errnoStatus("ibv_create_comp_channel", where);
-  const int flags = ::fcntl(channel_->fd, F_GETFL);
-  if (flags < 0 || ::fcntl(channel_->fd, F_SETFL, flags | O_NONBLOCK) != 0)
-    return errnoStatus("fcntl(O_NONBLOCK)", "completion channel of " + where);
-  cq_ = api_.create_cq(nic.context(), kRecvDepth + kSendDepth, this, channel_, 0);
-  if (!cq_) return errnoStatus("ibv_create_cq", where);
-  if (ibv_req_notify_cq(cq_, 0) != 0) return errnoStatus("ibv_req_notify_cq", where);
-
-  ibv_qp_init_attr init{};
-  init.send_cq = cq_;
-  init.recv_cq = cq_;
-  init.qp_type = IBV_QPT_RC;
-  init.sq_sig_all = 0;
-  init.cap.max_send_wr = kSendDepth;
-  init.cap.max_recv_wr = kRecvDepth;
-  init.cap.max_send_sge = 1;
-  init.cap.max_recv_sge = 1;
-  qp_ = api_.create_qp(nic.pd(), &init);
-  if (!qp_) return errnoStatus("ibv_create_qp", where);
-  Transition t = initTransition(nic);
-  if (int rc = api_.modify_qp(qp_, &t.attr, t.mask); rc != 0)
-    return errnoStatus("ibv_modify_qp(INIT)", where, rc);
-
-  const long page = ::sysconf(_SC_PAGESIZE);
-  for (auto* box : {&inbox_, &outbox_}) {
-    *box = std::make_unique<Box>(api_);
-    (*box)->mem = std::aligned_alloc(static_cast<size_t>(page),
-                                     (kBoxBytes + static_cast<size_t>(page) - 1) /
-                                         static_cast<size_t>(page) * static_cast<size_t>(page));
-    if (!(*box)->mem) return systemError(me() + ": out of memory for the inbox");
-    std::memset((*box)->mem, 0, kBoxBytes);
-    const int access = box == &inbox_ ? IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE
-                                      : IBV_ACCESS_LOCAL_WRITE;
-    (*box)->mr = api_.reg_mr(nic.pd(), (*box)->mem, kBoxBytes, access);
-    if (!(*box)->mr) return errnoStatus("ibv_reg_mr", "inbox of " + where);
+IbConnection::~IbConnection() {
+  if (connected_ && !failed_) {
+    const uint64_t written = messagesWritten();
+    for (auto& rail : rails_) rail->close(written);
   }
-  CHORUS_RETURN_IF_ERROR(postReceives(kRecvDepth));
-
-  maxChunk_ = std::min<size_t>(kMaxChunk, std::max<uint32_t>(nic.attr().max_msg_sz, 1));
-  local_.rank = myRank_;
-  local_.commId = comm_;
-  local_.lid = nic.attr().lid;
-  local_.port = static_cast<uint8_t>(nic.port().port);
-  local_.ethernet = nic.port().ethernet;
-  local_.mtu = static_cast<uint8_t>(nic.attr().active_mtu);
-  local_.qpn = qp_->qp_num;
-  local_.psn = randomPsn();
-  std::memcpy(local_.gid, nic.gid().raw, sizeof local_.gid);
-  local_.inboxAddr = reinterpret_cast<uintptr_t>(inbox_->mem);
-  local_.inboxRkey = inbox_->mr->rkey;
-  local_.slots = kSlots;
-  return Status();
+  rails_.clear();
+  if (epollFd_ >= 0) ::close(epollFd_);
 }
 
-Status IbConnection::connectTo(const QpInfo& remote) {
-  CHORUS_RETURN_IF_ERROR(compatible(local_, remote));
-  if (remote.rank != peer_)
-    return invalidArgument(me() + ": the queue pair offered as rank " + std::to_string(peer_) +
-                           "'s is rank " + std::to_string(remote.rank) + "'s");
-  if (remote.slots != kSlots)
-    return invalidArgument(me() + ": rank " + std::to_string(peer_) + " has " +
-                           std::to_string(remote.slots) + " inbox slots, this build " +
-                           std::to_string(kSlots));
-  remote_ = remote;
-  const Nic& nic = *share_.nic;
-  Transition rtr = rtrTransition(nic, local_, remote);
-  if (int rc = api_.modify_qp(qp_, &rtr.attr, rtr.mask); rc != 0)
-    return errnoStatus("ibv_modify_qp(RTR)", "queue pair to rank " + std::to_string(peer_), rc);
-  Transition rts = rtsTransition(nic, local_);
-  if (int rc = api_.modify_qp(qp_, &rts.attr, rts.mask); rc != 0)
-    return errnoStatus("ibv_modify_qp(RTS)", "queue pair to rank " + std::to_string(peer_), rc);
+std::vector<QpInfo> IbConnection::localInfo() const {
+  std::vector<QpInfo> out;
+  for (const auto& rail : rails_) out.push_back(rail->localInfo());
+  return out;
+}
+
+Status IbConnection::railMismatch(int theirs) const {
+  return invalidArgument("ibverbs: rank " + std::to_string(myRank_) + " stripes over " +
+                         std::to_string(rails()) + " NIC(s) and rank " + std::to_string(peer_) +
+                         " over " + std::to_string(theirs) +
+                         ": every rank needs the same CHORUS_IB_NICS_PER_RANK");
+}
+
+Status IbConnection::connectTo(const std::vector<QpInfo>& remote) {
+  if (remote.size() != rails_.size()) return railMismatch(static_cast<int>(remote.size()));
+  for (size_t i = 0; i < remote.size(); ++i) {
+    if (remote[i].rail != i || remote[i].rails != remote.size())
+      return invalidArgument(me() + ": record " + std::to_string(i) + " of rank " +
+                             std::to_string(peer_) + " announces rail " +
+                             std::to_string(remote[i].rail) + " of " +
+                             std::to_string(remote[i].rails));
+    CHORUS_RETURN_IF_ERROR(rails_[i]->connectTo(remote[i]));
+  }
   connected_ = true;
   return Status();
 }
 
-Status IbConnection::postReceives(int n) {
-  for (int i = 0; i < n; ++i) {
-    ibv_recv_wr wr{};
-    ibv_recv_wr* bad = nullptr;
-    wr.wr_id = kRecvBit;
-    wr.num_sge = 0;  // writes with immediate land by address; the receive only counts them
-    if (int rc = ibv_post_recv(qp_, &wr, &bad); rc != 0)
-      return errnoStatus("ibv_post_recv", "queue pair to rank " + std::to_string(peer_), rc);
-  }
-  return Status();
-}
-
-Status IbConnection::writeToPeer(ImmKind kind, uint64_t seq, uint64_t localOffset,
-                                 uint64_t remoteOffset, size_t bytes, uint64_t wrId) {
-  ibv_sge sge{};
-  sge.addr = reinterpret_cast<uintptr_t>(outbox_->at(localOffset));
-  sge.length = static_cast<uint32_t>(bytes);
-  sge.lkey = outbox_->mr->lkey;
-  ibv_send_wr wr{};
-  ibv_send_wr* bad = nullptr;
-  wr.wr_id = wrId;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.imm_data = htonl(makeImm(kind, seq));
-  wr.wr.rdma.remote_addr = remote_.inboxAddr + remoteOffset;
-  wr.wr.rdma.rkey = remote_.inboxRkey;
-  if (int rc = ibv_post_send(qp_, &wr, &bad); rc != 0)
-    return errnoStatus("ibv_post_send", "queue pair to rank " + std::to_string(peer_), rc);
-  ++sqOutstanding_;
-  return Status();
-}
-
 StatusOr<Op> IbConnection::postSend(const void* src, size_t bytes, Tag tag) {
-  if (failed_) return failure_;
-  if (gone_) return goneWhy_;
-  if (closedByPeer_)
-    return remoteError(me() + ": rank " + std::to_string(peer_) + " closed the connection");
-  if (!connected_) return invalidUsage(me() + ": postSend before the connection was made");
-  Rec r;
-  r.data = const_cast<void*>(src);
-  r.bytes = bytes;
-  r.tag = tag;
-  CHORUS_ASSIGN_OR_RETURN(r.reg, cache(0).acquire(src, bytes));
-  ops_[0].push_back(std::move(r));
-  const uint64_t seq = posted_[0]++;
-  return Op{((seq + 1) << 1) | 0};
+  return post(0, const_cast<void*>(src), bytes, tag);
 }
 
 StatusOr<Op> IbConnection::postRecv(void* dst, size_t bytes, Tag tag) {
-  if (failed_) return failure_;
-  if (gone_) return goneWhy_;
-  if (closedByPeer_)
-    return remoteError(me() + ": rank " + std::to_string(peer_) + " closed the connection");
-  if (!connected_) return invalidUsage(me() + ": postRecv before the connection was made");
-  Rec r;
-  r.data = dst;
-  r.bytes = bytes;
-  r.tag = tag;
-  CHORUS_ASSIGN_OR_RETURN(r.reg, cache(1).acquire(dst, bytes));
-  ops_[1].push_back(std::move(r));
-  const uint64_t seq = posted_[1]++;
-  return Op{((seq + 1) << 1) | 1};
+  return post(1, dst, bytes, tag);
 }
 
-IbConnection::Rec* IbConnection::find(const Op& op) {
-  const int d = static_cast<int>(op.id & 1);
-  const uint64_t seq = (op.id >> 1) - 1;
-  if (seq < base_[d] || seq >= posted_[d]) return nullptr;
-  return &ops_[d][seq - base_[d]];
+// Every piece or none: a message with pieces on some rails only would put the two ends' rails
+// out of step, so a rail refusing a later piece fails the connection.
+StatusOr<Op> IbConnection::post(int d, void* data, size_t bytes, Tag tag) {
+  if (failed_) return failure_;
+  if (!connected_)
+    return invalidUsage(me() + ": " + (d == 0 ? "postSend" : "postRecv") +
+                        " before the connection was made");
+  const uint64_t n = posted_[d];
+  const PieceLabel label{tag, bytes, n};
+  Msg m;
+  m.bytes = bytes;
+  for (const Piece& p : stripe(bytes, n, rails(), minStripe_)) {
+    Rail& rail = *rails_[static_cast<size_t>(p.rail)];
+    void* at = static_cast<uint8_t*>(data) + p.offset;
+    auto seq = d == 0 ? rail.postSend(at, p.bytes, label) : rail.postRecv(at, p.bytes, label);
+    if (!seq.ok()) {
+      if (m.pieces.empty()) return seq.status();
+      failAll(seq.status().withContext(me() + ", piece " + std::to_string(m.pieces.size()) +
+                                       " of message " + std::to_string(n) + " to rank " +
+                                       std::to_string(peer_)),
+              true);
+      return failure_;
+    }
+    m.pieces.push_back(PiecePosted{p.rail, *seq});
+  }
+  msgs_[d].push_back(std::move(m));
+  ++posted_[d];
+  return Op{((n + 1) << 1) | static_cast<uint64_t>(d)};
 }
 
 Status IbConnection::test(Op& op, bool* done) {
@@ -269,18 +130,18 @@ Status IbConnection::test(Op& op, bool* done) {
 Status IbConnection::check(Op& op, bool* done) {
   *done = false;
   const int d = static_cast<int>(op.id & 1);
-  const uint64_t seq = (op.id >> 1) - 1;
-  if (op.id < 2 || seq >= posted_[d])
+  const uint64_t n = (op.id >> 1) - 1;
+  if (op.id < 2 || n >= posted_[d])
     return invalidArgument(me() + ": op " + std::to_string(op.id) +
                            " was not posted on the connection to rank " + std::to_string(peer_));
-  Rec* r = find(op);
-  if (!r) {  // retired: only ops that succeeded leave
+  if (n < base_[d]) {  // retired: only messages that succeeded leave
     *done = true;
     return Status();
   }
-  if (r->done) {
+  const Msg& m = msgs_[d][n - base_[d]];
+  if (m.done) {
     *done = true;
-    return r->status;
+    return m.status;
   }
   return failed_ ? failure_ : Status();
 }
@@ -288,295 +149,92 @@ Status IbConnection::check(Op& op, bool* done) {
 Status IbConnection::progress() {
   if (failed_) return failure_;
   if (!connected_) return Status();
-  // Consume the channel's events first, re-arm, then poll: a completion that arrives after the
-  // poll finds the queue armed and wakes pollInfo()'s fd.
-  ibv_cq* evCq = nullptr;
-  void* evCtx = nullptr;
-  unsigned events = 0;
-  while (api_.get_cq_event(channel_, &evCq, &evCtx) == 0) ++events;
-  if (events > 0) {
-    api_.ack_cq_events(cq_, events);
+  for (auto& rail : rails_) {
+    const Status s = rail->progress();
+    if (!s.ok()) {
+      failAll(s, rail->toldPeer());
+      break;
+    }
   }
-  if (ibv_req_notify_cq(cq_, 0) != 0) {
-    fail(errnoStatus("ibv_req_notify_cq", "queue pair to rank " + std::to_string(peer_)));
-    return failure_;
-  }
-  Status s = pollCompletions();
-  if (s.ok() && !failed_) s = issue();
-  if (!s.ok()) fail(s);
-  if (failed_) return failure_;
-  if (closedByPeer_ && !gone_) {
-    failUnfinished(remoteError(me() + ": rank " + std::to_string(peer_) +
-                               " closed the connection after sending " +
-                               std::to_string(peerSent_) + " messages"));
-  }
+  complete();
   retire();
-  return Status();
+  return failed_ ? failure_ : Status();
 }
 
-// Takes every completion there is. The first failed one fails the connection, but only after
-// the whole batch was taken: what arrived before it still completes its op.
-Status IbConnection::pollCompletions() {
-  ibv_wc wc[kPollBatch];
-  Status broken;
-  for (;;) {
-    const int n = ibv_poll_cq(cq_, kPollBatch, wc);
-    if (n < 0)
-      return systemError(me() + ": ibv_poll_cq on the queue pair to rank " +
-                         std::to_string(peer_) + " failed");
-    for (int i = 0; i < n; ++i) {
-      const ibv_wc& w = wc[i];
-      const bool recv = (w.wr_id & kRecvBit) != 0;
-      if (!recv) --sqOutstanding_;
-      if (w.status != IBV_WC_SUCCESS) {
-        if (failed_ || gone_ || closedByPeer_ || !broken.ok()) continue;  // flushed, or after
-        broken = remoteError(me() + ": the queue pair to rank " + std::to_string(peer_) +
-                             " failed (" + wcStatusName(w.status) + ", vendor error " +
-                             std::to_string(w.vendor_err) + "): rank " + std::to_string(peer_) +
-                             " is gone or unreachable");
-        continue;
+// Message k reports once all its pieces are done, and not before message k - 1.
+void IbConnection::complete() {
+  for (int d = 0; d < 2; ++d) {
+    while (done_[d] < posted_[d]) {
+      Msg& m = msgs_[d][done_[d] - base_[d]];
+      Status first;
+      bool all = true;
+      for (const PiecePosted& p : m.pieces) {
+        Status s;
+        if (!rails_[static_cast<size_t>(p.rail)]->done(d, p.seq, &s)) {
+          all = false;
+          break;
+        }
+        if (first.ok() && !s.ok()) first = s;
       }
-      if (recv) {
-        if (!(w.wc_flags & IBV_WC_WITH_IMM))
-          return internalError(me() + ": a completion without immediate from rank " +
-                               std::to_string(peer_));
-        if (broken.ok()) CHORUS_RETURN_IF_ERROR(postReceives(1));
-        handleImmediate(ntohl(w.imm_data));
-        if (failed_) return failure_;
-        continue;
-      }
-      if (wrKind(w.wr_id) == ImmKind::kData && (w.wr_id & kLastBit)) {
-        const uint64_t seq = wrSeq(w.wr_id);
-        Rec& r = ops_[0][seq - base_[0]];
-        cache(0).release(r.reg);
-        r.done = true;
-        stats_.bytesSent += r.bytes;
-      }
-    }
-    if (n < kPollBatch) return broken;
-  }
-}
-
-void IbConnection::handleImmediate(uint32_t imm) {
-  const uint32_t seq = immSeq(imm);
-  switch (immKind(imm)) {
-    case ImmKind::kAdvert: {
-      if (seq != immSeq(makeImm(ImmKind::kAdvert, advertsIn_))) {
-        fail(internalError(me() + ": advertisement " + std::to_string(seq) + " from rank " +
-                           std::to_string(peer_) + " out of order"));
-        return;
-      }
-      Advert a;
-      std::memcpy(&a, inbox_->at((advertsIn_ % kSlots) * sizeof(Advert)), sizeof a);
-      adverts_.push_back(a);
-      ++advertsIn_;
-      return;
-    }
-    case ImmKind::kData: {
-      if (received_ >= advertised_ || seq != immSeq(makeImm(ImmKind::kData, received_))) {
-        fail(internalError(me() + ": data for receive " + std::to_string(seq) + " from rank " +
-                           std::to_string(peer_) + " out of order"));
-        return;
-      }
-      Rec& r = ops_[1][received_ - base_[1]];
-      cache(1).release(r.reg);
-      r.done = true;
-      stats_.bytesRecv += r.bytes;
-      ++received_;
-      return;
-    }
-    case ImmKind::kAbort: {
-      Control c;
-      std::memcpy(&c, inbox_->at(kAbortOffset), sizeof c);
-      const std::string text(c.text, std::min<size_t>(c.textBytes, sizeof c.text));
-      fail(static_cast<Code>(c.code) == Code::kInvalidUsage ? invalidUsage(text)
-                                                            : remoteError(text));
-      return;
-    }
-    case ImmKind::kClose: {
-      Control c;
-      std::memcpy(&c, inbox_->at(kCloseOffset), sizeof c);
-      closedByPeer_ = true;
-      peerSent_ = c.count;
-      return;
+      if (!all) break;
+      m.done = true;
+      m.status = first;
+      if (first.ok()) (d == 0 ? stats_.bytesSent : stats_.bytesRecv) += m.bytes;
+      ++done_[d];
     }
   }
-}
-
-Status IbConnection::issue() {
-  const int room = kSendDepth - kControlReserve;
-  // Advertise posted receives while the peer has free slots.
-  while (advertised_ < posted_[1] && advertised_ - received_ < kSlots && sqOutstanding_ < room) {
-    Rec& r = ops_[1][advertised_ - base_[1]];
-    if (r.done) break;  // failed (closed peer): nothing more to advertise
-    Advert a{reinterpret_cast<uintptr_t>(r.data), r.bytes, r.tag, r.reg.rkey(),
-             static_cast<uint32_t>(advertised_)};
-    const size_t off = (advertised_ % kSlots) * sizeof(Advert);
-    std::memcpy(outbox_->at(off), &a, sizeof a);
-    CHORUS_RETURN_IF_ERROR(writeToPeer(ImmKind::kAdvert, advertised_, off, off, sizeof a,
-                                       sendWrId(ImmKind::kAdvert, false, advertised_)));
-    ++advertised_;
-  }
-  // Write sends into the receives the peer advertised, in order.
-  while (sendsIssued_ < posted_[0] && !adverts_.empty() && sqOutstanding_ < room) {
-    Rec& r = ops_[0][sendsIssued_ - base_[0]];
-    if (r.done) break;
-    const Advert a = adverts_.front();
-    if (a.bytes != r.bytes || a.tag != r.tag) {
-      const Status why = invalidUsage(
-          "ibverbs: message mismatch: rank " + std::to_string(myRank_) + " sent " +
-          std::to_string(r.bytes) + " bytes with tag " + std::to_string(r.tag) + " to rank " +
-          std::to_string(peer_) + ", whose matching receive is of " + std::to_string(a.bytes) +
-          " bytes with tag " + std::to_string(a.tag));
-      sendControl(ImmKind::kAbort, static_cast<uint32_t>(why.code()), 0, why.message());
-      return why;
-    }
-    const uint64_t before = sendsIssued_;
-    CHORUS_RETURN_IF_ERROR(sendData(sendsIssued_, r, a));
-    if (sendsIssued_ == before) break;  // the send queue filled first; continue next time
-  }
-  return Status();
-}
-
-// Posts the chunks of send `seq` from chunkOffset_ on, as far as the send queue allows; the
-// last carries the immediate. On finishing, the advertisement is used up.
-Status IbConnection::sendData(uint64_t seq, Rec& r, const Advert& a) {
-  const int room = kSendDepth - kControlReserve;
-  bool finished = false;
-  while (!finished && sqOutstanding_ < room) {
-    const size_t len = std::min(maxChunk_, r.bytes - chunkOffset_);
-    const bool last = chunkOffset_ + len == r.bytes;
-    ibv_sge sge{};
-    sge.addr = reinterpret_cast<uintptr_t>(r.data) + chunkOffset_;
-    sge.length = static_cast<uint32_t>(len);
-    sge.lkey = r.reg.lkey();
-    ibv_send_wr wr{};
-    ibv_send_wr* bad = nullptr;
-    wr.wr_id = sendWrId(ImmKind::kData, last, seq);
-    wr.sg_list = len > 0 ? &sge : nullptr;
-    wr.num_sge = len > 0 ? 1 : 0;
-    wr.opcode = last ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    if (last) wr.imm_data = htonl(makeImm(ImmKind::kData, a.seq));
-    wr.wr.rdma.remote_addr = a.addr + chunkOffset_;
-    wr.wr.rdma.rkey = a.rkey;
-    if (int rc = ibv_post_send(qp_, &wr, &bad); rc != 0)
-      return errnoStatus("ibv_post_send", "queue pair to rank " + std::to_string(peer_), rc);
-    ++sqOutstanding_;
-    chunkOffset_ += len;
-    finished = last;
-  }
-  if (finished) {
-    adverts_.pop_front();
-    ++sendsIssued_;
-    chunkOffset_ = 0;
-  }
-  return Status();
 }
 
 void IbConnection::retire() {
   for (int d = 0; d < 2; ++d) {
-    const uint64_t limit = d == 0 ? sendsIssued_ : received_;
-    while (!ops_[d].empty() && base_[d] < limit && ops_[d].front().done &&
-           ops_[d].front().status.ok()) {
-      ops_[d].pop_front();
+    while (!msgs_[d].empty() && msgs_[d].front().done && msgs_[d].front().status.ok()) {
+      msgs_[d].pop_front();
       ++base_[d];
     }
   }
 }
 
-void IbConnection::failUnfinished(const Status& why) {
-  for (int d = 0; d < 2; ++d)
-    for (Rec& r : ops_[d]) {
-      if (r.done) continue;
-      cache(d).release(r.reg);
-      r.done = true;
-      r.status = why;
-    }
-}
-
-void IbConnection::fail(const Status& why) {
+void IbConnection::failAll(const Status& why, bool tellPeer) {
   if (failed_) return;
   failed_ = true;
   failure_ = why;
-  // The error state flushes every posted request: no byte moves into or out of an op's buffer
-  // once the op has reported its failure.
-  if (qp_) {
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_ERR;
-    api_.modify_qp(qp_, &a, IBV_QP_STATE);
-  }
-  failUnfinished(why);
-}
-
-void IbConnection::sendControl(ImmKind kind, uint32_t code, uint64_t count,
-                               const std::string& text) {
-  if (!connected_ || failed_) return;
-  Control c{};
-  c.code = code;
-  c.count = count;
-  c.textBytes = static_cast<uint32_t>(std::min(text.size(), sizeof c.text));
-  std::memcpy(c.text, text.data(), c.textBytes);
-  const size_t off = kind == ImmKind::kAbort ? kAbortOffset : kCloseOffset;
-  std::memcpy(outbox_->at(off), &c, sizeof c);
-  if (!writeToPeer(kind, 0, off, off, sizeof c, sendWrId(kind, false, 0)).ok()) return;
-  // Best effort, bounded: wait for the record to leave before the queue pair goes away.
-  const auto until = std::chrono::steady_clock::now() + kControlBudget;
-  ibv_wc wc[kPollBatch];
-  while (std::chrono::steady_clock::now() < until) {
-    const int n = ibv_poll_cq(cq_, kPollBatch, wc);
-    if (n < 0) return;
-    bool left = false;
-    for (int i = 0; i < n; ++i) {
-      if (wc[i].wr_id & kRecvBit) continue;
-      --sqOutstanding_;
-      if (wrKind(wc[i].wr_id) == kind) left = true;
+  for (auto& rail : rails_) {
+    if (rail->failed()) continue;
+    if (tellPeer) {
+      rail->abort(why);
+    } else {
+      rail->fail(why);
     }
-    if (left) return;
   }
+  complete();
 }
 
 Status IbConnection::cancel(const Status& why) {
   if (failed_) return Status();
-  sendControl(ImmKind::kAbort, static_cast<uint32_t>(why.code()), 0, why.message());
-  fail(why);
+  failAll(why, true);
   return Status();
 }
 
 void IbConnection::peerGone(const Status& why) {
-  if (failed_ || gone_) return;
-  // What the peer delivered before it went is in the completion queue: take it first. Its
-  // queue pair's failure, if already seen, is the same news: ops fail with `why`.
-  if (connected_) pollCompletions().ignore();
   if (failed_) return;
-  gone_ = true;
-  goneWhy_ = why;
-  failUnfinished(why);
+  for (auto& rail : rails_) rail->peerGone(why);
+  complete();
 }
 
 void IbConnection::pollInfo(int* fd, short* events) const {
-  *fd = channel_ ? channel_->fd : -1;
+  *fd = rails_.size() == 1 ? rails_.front()->fd() : epollFd_;
   *events = POLLIN;
 }
 
-IbConnection::~IbConnection() {
-  if (connected_ && !failed_ && !gone_ && !closedByPeer_)
-    sendControl(ImmKind::kClose, 0, sendsIssued_, "");
-  if (qp_) api_.destroy_qp(qp_);
-  for (int d = 0; d < 2; ++d)
-    for (Rec& r : ops_[d]) cache(d).release(r.reg);
-  inbox_.reset();
-  outbox_.reset();
-  if (cq_) {
-    // Events taken but not yet acknowledged would make destroy_cq wait.
-    ibv_cq* evCq = nullptr;
-    void* evCtx = nullptr;
-    unsigned events = 0;
-    while (channel_ && api_.get_cq_event(channel_, &evCq, &evCtx) == 0) ++events;
-    if (events > 0) api_.ack_cq_events(cq_, events);
-    api_.destroy_cq(cq_);
+// Messages whose every piece was written, in order: the count a CLOSE record carries.
+uint64_t IbConnection::messagesWritten() const {
+  uint64_t n = base_[0];
+  for (const Msg& m : msgs_[0]) {
+    for (const PiecePosted& p : m.pieces)
+      if (p.seq >= rails_[static_cast<size_t>(p.rail)]->sendsIssued()) return n;
+    ++n;
   }
-  if (channel_) api_.destroy_comp_channel(channel_);
+  return n;
 }
 
 }  // namespace chorus::ib

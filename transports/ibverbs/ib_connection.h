@@ -1,78 +1,71 @@
-// One ibverbs connection: a reliable-connected queue pair to one peer, with its own completion
-// queue and completion channel. Internal to transports/ibverbs/.
+// One ibverbs connection to one peer: one rail (ib_rail.h: a queue pair with its own
+// completion queue, inbox and credits) per NIC pair, rail i of one end joined to rail i of the
+// other. Internal to transports/ibverbs/.
 //
-// Data moves by RDMA write with immediate into memory the receiver advertised:
-//   1. postRecv registers the buffer (RegCache) and, while fewer than kSlots of this end's
-//      receives wait for data, writes an advertisement (address, rkey, size, tag) into slot
-//      seq % kSlots of the peer's inbox, with immediate ADVERT|seq.
-//   2. The sender matches its k-th send with the k-th advertisement. Size and tag must agree;
-//      a mismatch fails both ends with kInvalidUsage naming both sides (the sender sees both
-//      and tells the receiver through an ABORT record). Otherwise it writes the bytes straight
-//      into the receiver's buffer, in chunks of at most the port's message size, the last with
-//      immediate DATA|seq.
-//   3. The receiver's DATA completion completes its k-th receive; the sender's completion of
-//      the last chunk completes its k-th send.
-// A slot is free again once the data of the advertisement it carried has arrived (the sender
-// read it before writing), so at most kSlots advertisements wait per direction and the
-// receive queue never runs dry: it holds 2 kSlots + 4 receives (advertisements and data
-// coming in, and the two control records), each reposted as it completes.
+// Striping. Message k of a direction is cut by stripe(): a message of at least
+// CHORUS_IB_STRIPE_MIN_BYTES, on several rails, goes in one contiguous piece per rail (equal
+// sizes, rounded up to kStripeAlign, the last piece shorter); any other message goes whole on
+// rail k mod rails, so small messages take the NICs in turn. Both ends cut the k-th send and
+// the k-th receive alike when their sizes agree; each piece carries its message's tag, size
+// and number, so when they do not, the rail where the two cuts first meet reports the
+// mismatch (never writing into the wrong buffer). A rail splits its piece further into writes
+// of at most its port's max_msg_sz.
 //
-// Control records, written into the peer's inbox with their own immediates:
-//   ABORT (code, text)  cancel(), or a mismatch seen here: the peer fails everything with the
-//                       code (kInvalidUsage stays, everything else is kRemoteError)
-//   CLOSE (count)       the destructor: the data of `count` sends has been written; whatever
-//                       else the peer waits for fails
-// A failed completion (the peer's queue pair is gone, a retry count exhausted) fails the
-// connection with kRemoteError; the queue pair then goes to the error state, flushing what was
-// posted, so buffers are free again when an op reports its failure.
+// Order. Rails are independent queues, so pieces of consecutive messages arrive interleaved;
+// message k completes once each of its pieces has, and never before message k-1 of the same
+// direction (sends and receives are matched and completed in posting order, as with one rail).
 //
-// Waiting: progress() polls the completion queue; before it returns it re-arms the queue's
-// notification, so pollInfo()'s fd (the completion channel's) turns readable on any later
-// completion.
+// Failure. A rail that fails fails the connection: every other rail is failed with the same
+// status — after an ABORT record on each if the failure started here (cancel(), a mismatch
+// seen here), so the peer reports the same reason on every rail. peerGone() and the peer's
+// CLOSE reach every rail. Stats count each message once, when it completes.
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <string>
+#include <vector>
 
-#include "transports/ibverbs/ib_device.h"
-#include "transports/ibverbs/qp_setup.h"
-#include "transports/ibverbs/reg_cache.h"
+#include "transports/ibverbs/ib_rail.h"
 #include "transports/transport.h"
 
 namespace chorus::ib {
 
-/// What a connection shares with its transport: the opened port and its registration caches,
-/// one for send buffers (local read only: a read-only buffer can be sent, and no peer can
-/// write into it) and one for receive buffers (written by the peer).
-struct NicShare {
-  std::shared_ptr<Nic> nic;
-  std::shared_ptr<RegCache> sendCache;
-  std::shared_ptr<RegCache> recvCache;
+/// Where striped pieces start: a page, so that each rail's writes start page-aligned.
+inline constexpr size_t kStripeAlign = 4096;
+
+/// One contiguous piece of a message: bytes [offset, offset + bytes) go on `rail`.
+struct Piece {
+  int rail = 0;
+  size_t offset = 0;
+  size_t bytes = 0;
+  bool operator==(const Piece&) const = default;
 };
 
-/// The immediate's layout: kind in the top two bits, the op's sequence number below.
-enum class ImmKind : uint32_t { kData = 0, kAdvert = 1, kAbort = 2, kClose = 3 };
-inline uint32_t makeImm(ImmKind k, uint64_t seq) {
-  return (static_cast<uint32_t>(k) << 30) | static_cast<uint32_t>(seq & 0x3FFFFFFF);
-}
-inline ImmKind immKind(uint32_t imm) { return static_cast<ImmKind>(imm >> 30); }
-inline uint32_t immSeq(uint32_t imm) { return imm & 0x3FFFFFFF; }
+/// How message number `msg` of `bytes` bytes is cut over `rails` rails (see above). Never an
+/// empty piece, except the single piece of an empty message.
+std::vector<Piece> stripe(size_t bytes, uint64_t msg, int rails, size_t minStripeBytes);
 
 class IbConnection final : public Connection {
  public:
-  static constexpr uint32_t kSlots = 32;
-
-  /// Creates the queue pair (in INIT) and its queues, and posts the receives.
-  static StatusOr<std::unique_ptr<IbConnection>> create(const NicShare& share, uint64_t commId,
-                                                        int myRank, int peer);
+  /// One rail per entry of `nics` (all in INIT).
+  static StatusOr<std::unique_ptr<IbConnection>> create(const std::vector<NicShare>& nics,
+                                                        uint64_t commId, int myRank, int peer,
+                                                        size_t minStripeBytes);
   ~IbConnection() override;
 
-  /// What the peer needs to connect to this end.
-  const QpInfo& localInfo() const { return local_; }
-  /// INIT -> RTR -> RTS toward `remote` (the peer's localInfo()).
-  Status connectTo(const QpInfo& remote);
+  /// What the peer needs: one record per rail, in rail order.
+  std::vector<QpInfo> localInfo() const;
+  /// Every rail INIT -> RTR -> RTS toward the peer's records (same count, same order).
+  Status connectTo(const std::vector<QpInfo>& remote);
+  /// The error when the peer announces `theirs` rails and this end has rails().
+  Status railMismatch(int theirs) const;
+
+  int rails() const { return static_cast<int>(rails_.size()); }
+  const Rail& rail(int i) const { return *rails_[static_cast<size_t>(i)]; }
+  /// Rail 0's queue pair (tests look at its state).
+  ibv_qp* qp() const { return rails_.front()->qp(); }
 
   int peer() const override { return peer_; }
   StatusOr<Op> postSend(const void* src, size_t bytes, Tag tag) override;
@@ -85,73 +78,40 @@ class IbConnection final : public Connection {
   void pollInfo(int* fd, short* events) const override;
   ConnStats stats() const override { return stats_; }
 
-  /// The queue pair (tests look at its state).
-  ibv_qp* qp() const { return qp_; }
-
  private:
-  struct Rec {
-    void* data = nullptr;
+  struct PiecePosted {
+    int rail;
+    uint64_t seq;  // the piece's number on its rail
+  };
+  struct Msg {
     size_t bytes = 0;
-    Tag tag = 0;
-    RegCache::Ref reg;
+    std::vector<PiecePosted> pieces;
     bool done = false;
     Status status;
   };
-  struct Advert;
-  struct Control;
-  struct Box;
 
-  IbConnection(const NicShare& share, uint64_t commId, int myRank, int peer);
-  Status setUp();
-  Status postReceives(int n);
-  Status writeToPeer(ImmKind kind, uint64_t seq, uint64_t localOffset, uint64_t remoteOffset,
-                     size_t bytes, uint64_t wrId);
-  Status pollCompletions();
-  void handleImmediate(uint32_t imm);
-  Status issue();
-  Status sendData(uint64_t seq, Rec& r, const Advert& a);
-  Rec* find(const Op& op);
-  RegCache& cache(int direction) const {
-    return direction == 0 ? *share_.sendCache : *share_.recvCache;
-  }
+  IbConnection(int myRank, int peer, size_t minStripeBytes)
+      : myRank_(myRank), peer_(peer), minStripe_(minStripeBytes) {}
+  StatusOr<Op> post(int d, void* data, size_t bytes, Tag tag);
+  void complete();
   void retire();
-  void fail(const Status& why);
-  void failUnfinished(const Status& why);
-  void sendControl(ImmKind kind, uint32_t code, uint64_t count, const std::string& text);
-  std::string me() const;
+  void failAll(const Status& why, bool tellPeer);
+  uint64_t messagesWritten() const;
+  std::string me() const { return "ibverbs: rank " + std::to_string(myRank_); }
 
-  NicShare share_;
-  const VerbsApi& api_;
-  const uint64_t comm_;
   const int myRank_;
   const int peer_;
-  QpInfo local_;
-  QpInfo remote_;
-  size_t maxChunk_ = 0;
-
-  ibv_comp_channel* channel_ = nullptr;
-  ibv_cq* cq_ = nullptr;
-  ibv_qp* qp_ = nullptr;
-  std::unique_ptr<Box> inbox_;   // the peer writes here
-  std::unique_ptr<Box> outbox_;  // what this end writes into the peer's inbox, staged
+  const size_t minStripe_;
+  std::vector<std::unique_ptr<Rail>> rails_;
+  int epollFd_ = -1;  // several rails: readable when any rail's completion channel is
   bool connected_ = false;
 
-  // Ops by direction (0 send, 1 receive) and sequence number: ops_[d][i] is op base_[d] + i.
-  std::deque<Rec> ops_[2];
+  // Messages by direction (0 send, 1 receive): msgs_[d][i] is message base_[d] + i; those
+  // below done_[d] have reported.
+  std::deque<Msg> msgs_[2];
   uint64_t base_[2] = {0, 0};
   uint64_t posted_[2] = {0, 0};
-  uint64_t advertised_ = 0;   // receives advertised to the peer
-  uint64_t received_ = 0;     // receives whose data arrived
-  uint64_t sendsIssued_ = 0;  // sends whose data was written (the last chunk posted)
-  size_t chunkOffset_ = 0;    // progress through the send being written
-  std::deque<Advert> adverts_;  // the peer's advertisements not yet matched, from sendsIssued_
-  uint64_t advertsIn_ = 0;
-  int sqOutstanding_ = 0;
-
-  bool closedByPeer_ = false;
-  uint64_t peerSent_ = 0;
-  bool gone_ = false;
-  Status goneWhy_;
+  uint64_t done_[2] = {0, 0};
   bool failed_ = false;
   Status failure_;
   ConnStats stats_;

@@ -1,5 +1,6 @@
 #include "transports/ibverbs/ib_device.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -70,6 +71,12 @@ StatusOr<IbSettings> IbSettings::fromEnvironment() {
   CHORUS_ASSIGN_OR_RETURN(s.retryCount, intSetting("CHORUS_IB_RETRY_CNT", 0, 7));
   CHORUS_ASSIGN_OR_RETURN(int fork, intSetting("CHORUS_IB_FORK_INIT", 0, 1));
   s.forkInit = fork == 1;
+  CHORUS_ASSIGN_OR_RETURN(s.nicsPerRank, intSetting("CHORUS_IB_NICS_PER_RANK", 1, 16));
+  CHORUS_ASSIGN_OR_RETURN(uint64_t minStripe, config::getBytes("CHORUS_IB_STRIPE_MIN_BYTES"));
+  if (minStripe < 1)
+    return invalidArgument("CHORUS_IB_STRIPE_MIN_BYTES=" + std::to_string(minStripe) +
+                           " is not a positive byte count");
+  s.stripeMinBytes = static_cast<size_t>(minStripe);
   return s;
 }
 
@@ -117,7 +124,8 @@ StatusOr<std::vector<PortInfo>> findPorts(const VerbsApi& api, const HcaFilter& 
         problems.push_back(name + ":" + std::to_string(p) + " is not active");
         continue;
       }
-      found.push_back(PortInfo{name, p, pattr.link_layer == IBV_LINK_LAYER_ETHERNET});
+      found.push_back(PortInfo{name, p, pattr.link_layer == IBV_LINK_LAYER_ETHERNET,
+                               static_cast<int>(pattr.active_mtu)});
     }
     api.close_device(ctx);
   }
@@ -128,6 +136,34 @@ StatusOr<std::vector<PortInfo>> findPorts(const VerbsApi& api, const HcaFilter& 
     return systemError(why);
   }
   return found;
+}
+
+StatusOr<std::vector<PortInfo>> portsForRank(const std::vector<PortInfo>& ports, int perRank,
+                                             int localRank) {
+  if (perRank < 1 || static_cast<size_t>(perRank) > ports.size())
+    return invalidArgument("CHORUS_IB_NICS_PER_RANK=" + std::to_string(perRank) + " but " +
+                           std::to_string(ports.size()) + " active port(s) pass CHORUS_IB_HCA");
+  std::vector<PortInfo> mine;
+  const size_t first = static_cast<size_t>(std::max(localRank, 0)) *
+                       static_cast<size_t>(perRank);
+  for (size_t i = 0; i < static_cast<size_t>(perRank); ++i)
+    mine.push_back(ports[(first + i) % ports.size()]);
+  const auto mtuBytes = [](int mtu) { return std::to_string(128 << mtu); };
+  for (const PortInfo& p : mine) {
+    const PortInfo& a = mine.front();
+    if (p.ethernet != a.ethernet)
+      return invalidArgument("ibverbs: one rank would stripe over " + a.name() + " (" +
+                             (a.ethernet ? "RoCE" : "InfiniBand") + ") and " + p.name() + " (" +
+                             (p.ethernet ? "RoCE" : "InfiniBand") +
+                             "): a rank's NICs must share a link layer (pick ports with "
+                             "CHORUS_IB_HCA)");
+    if (p.mtu != a.mtu)
+      return invalidArgument("ibverbs: one rank would stripe over " + a.name() + " (MTU " +
+                             mtuBytes(a.mtu) + ") and " + p.name() + " (MTU " + mtuBytes(p.mtu) +
+                             "): a rank's NICs must have the same active MTU (pick ports with "
+                             "CHORUS_IB_HCA)");
+  }
+  return mine;
 }
 
 StatusOr<std::shared_ptr<Nic>> Nic::open(const VerbsApi& api, const PortInfo& port,

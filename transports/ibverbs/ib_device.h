@@ -39,6 +39,8 @@ struct IbSettings {
   int timeout = 20;     ///< local ACK timeout: 4.096 us * 2^timeout
   int retryCount = 7;
   bool forkInit = true;
+  int nicsPerRank = 1;                 ///< CHORUS_IB_NICS_PER_RANK: rails per connection
+  size_t stripeMinBytes = 512 * 1024;  ///< CHORUS_IB_STRIPE_MIN_BYTES: striped from here on
 
   static StatusOr<IbSettings> fromEnvironment();
 };
@@ -48,11 +50,20 @@ struct PortInfo {
   std::string device;
   int port = 0;
   bool ethernet = false;  ///< RoCE: addressed by GID (GRH), else InfiniBand: by LID
+  int mtu = 0;            ///< the port's active MTU, enum ibv_mtu
+  std::string name() const { return device + ":" + std::to_string(port); }
 };
 
 /// Active ports accepted by `filter`, in device order; fails with the reason none can be used
 /// (no device at all: the device list's errno, e.g. ENOSYS where the kernel has no RDMA).
 StatusOr<std::vector<PortInfo>> findPorts(const VerbsApi& api, const HcaFilter& filter);
+
+/// The ports one rank uses, one per rail: `perRank` consecutive ports of `ports` (in a
+/// ring) from the (localRank * perRank)-th on, so that the ranks of a host share its NICs out.
+/// Fails, naming the setting, if `ports` has fewer than `perRank`, or naming both ports if the
+/// chosen ones differ in link layer or active MTU (the rails of a message must be alike).
+StatusOr<std::vector<PortInfo>> portsForRank(const std::vector<PortInfo>& ports, int perRank,
+                                             int localRank);
 
 /// One opened port: device context, protection domain, the port's attributes and GID. Closed
 /// by the destructor; shared by the transport and its connections.

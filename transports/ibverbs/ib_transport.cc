@@ -4,6 +4,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
@@ -71,10 +72,12 @@ StatusOr<Endpoint> decode(const EndpointBlob& b) {
   return e;
 }
 
-// The handshake over the side channel, the lower rank dialing the higher:
-//   dialer -> acceptor   QpInfo (the dialer's queue pair, in INIT)
-//   acceptor             RTR, RTS toward it
-//   acceptor -> dialer   QpInfo (the acceptor's, now able to receive)
+// The handshake over the side channel, the lower rank dialing the higher, one QpInfo record
+// per rail (each names the rail count):
+//   dialer -> acceptor   its records (the dialer's queue pairs, in INIT)
+//   acceptor             if the rail counts differ: its first record, then both ends fail
+//                        naming both ranks and counts; else RTR, RTS toward each
+//   acceptor -> dialer   its records (its queue pairs, now able to receive)
 //   dialer               RTR, RTS
 //   dialer -> acceptor   one byte: the dialer can receive too
 // The acceptor's side runs on the transport's listener thread, whatever connect() call its
@@ -82,8 +85,9 @@ StatusOr<Endpoint> decode(const EndpointBlob& b) {
 // writes on the queue pair before the other can receive.
 class IbTransport final : public Transport {
  public:
-  IbTransport(const TransportContext& ctx, NicShare share, const net::SockAddr& listenAddr)
-      : ctx_(ctx), share_(std::move(share)), listenAddr_(listenAddr) {}
+  IbTransport(const TransportContext& ctx, std::vector<NicShare> nics, size_t minStripeBytes,
+              const net::SockAddr& listenAddr)
+      : ctx_(ctx), nics_(std::move(nics)), minStripe_(minStripeBytes), listenAddr_(listenAddr) {}
 
   ~IbTransport() override {
     stop_ = true;
@@ -108,7 +112,7 @@ class IbTransport final : public Transport {
                    const EndpointBlob& peerBlob) const override {
     (void)self, (void)peer;
     auto e = decode(peerBlob);
-    if (!e.ok() || e->ethernet != share_.nic->port().ethernet) return {};
+    if (!e.ok() || e->ethernet != ethernet()) return {};
     return Reach{true, kIbScore, cost::LinkClass::kInfiniBand};
   }
 
@@ -117,7 +121,7 @@ class IbTransport final : public Transport {
     if (blob_.empty()) {
       Endpoint e;
       e.rank = ctx_.rank;
-      e.ethernet = share_.nic->port().ethernet;
+      e.ethernet = ethernet();
       e.commId = ctx_.commId;
       auto fd = net::listenOn(listenAddr_, kListenBacklog, &e.side);
       if (!fd.ok()) return fd.status().withContext(me() + ": side channel");
@@ -157,35 +161,64 @@ class IbTransport final : public Transport {
     } else {
       CHORUS_ASSIGN_OR_RETURN(c, awaitDialer(peer, deadline));
     }
-    CHORUS_LOG(INFO, NET) << me() << " queue pair to rank " << peer << " ready ("
-                          << (share_.nic->port().ethernet ? "RoCE" : "InfiniBand") << ")";
+    CHORUS_LOG(INFO, NET) << me() << " " << c->rails() << " queue pair(s) to rank " << peer
+                          << " ready (" << (ethernet() ? "RoCE" : "InfiniBand") << ")";
     return std::unique_ptr<Connection>(std::move(c));
   }
 
   StatusOr<std::unique_ptr<Transport>> forSplit(const TransportContext& child) override {
     net::SockAddr addr = listenAddr_;
     addr.setPort(0);
-    return std::unique_ptr<Transport>(new IbTransport(child, share_, addr));
+    return std::unique_ptr<Transport>(new IbTransport(child, nics_, minStripe_, addr));
   }
 
  private:
   std::string me() const { return "ibverbs: rank " + std::to_string(ctx_.rank); }
+  bool ethernet() const { return nics_.front().nic->port().ethernet; }
+
+  StatusOr<std::unique_ptr<IbConnection>> makeConnection(int peer) const {
+    return IbConnection::create(nics_, ctx_.commId, ctx_.rank, peer, minStripe_);
+  }
+
+  static Status sendRecords(int fd, const std::vector<QpInfo>& records, net::Deadline deadline,
+                            const std::string& who) {
+    std::vector<uint8_t> wire;
+    for (const QpInfo& q : records) {
+      const std::vector<uint8_t> one = q.encode();
+      wire.insert(wire.end(), one.begin(), one.end());
+    }
+    return net::sendAll(fd, wire.data(), wire.size(), deadline, "queue-pair records to " + who);
+  }
+
+  static StatusOr<QpInfo> recvRecord(int fd, net::Deadline deadline, const std::string& who) {
+    std::vector<uint8_t> wire(QpInfo::kWireBytes);
+    CHORUS_RETURN_IF_ERROR(
+        net::recvAll(fd, wire.data(), wire.size(), deadline, "queue-pair record from " + who));
+    return QpInfo::decode(wire, who);
+  }
+
+  // The records after `first`, which says how many there are.
+  static StatusOr<std::vector<QpInfo>> recvRest(int fd, const QpInfo& first,
+                                                net::Deadline deadline, const std::string& who) {
+    std::vector<QpInfo> all{first};
+    while (all.size() < first.rails) {
+      CHORUS_ASSIGN_OR_RETURN(QpInfo q, recvRecord(fd, deadline, who));
+      all.push_back(q);
+    }
+    return all;
+  }
 
   StatusOr<std::unique_ptr<IbConnection>> dial(int peer, const net::SockAddr& addr,
                                                net::Deadline deadline) {
     const std::string who = "rank " + std::to_string(peer);
-    CHORUS_ASSIGN_OR_RETURN(auto conn,
-                            IbConnection::create(share_, ctx_.commId, ctx_.rank, peer));
+    CHORUS_ASSIGN_OR_RETURN(auto conn, makeConnection(peer));
     CHORUS_ASSIGN_OR_RETURN(
         int raw, net::connectTo(addr, deadline, net::deadlineIn(kRefusedGraceSeconds)));
     net::Fd fd(raw);
-    const std::vector<uint8_t> mine = conn->localInfo().encode();
-    CHORUS_RETURN_IF_ERROR(net::sendAll(fd.get(), mine.data(), mine.size(), deadline,
-                                        "queue-pair record to " + who));
-    std::vector<uint8_t> theirs(QpInfo::kWireBytes);
-    CHORUS_RETURN_IF_ERROR(net::recvAll(fd.get(), theirs.data(), theirs.size(), deadline,
-                                        "queue-pair record from " + who));
-    CHORUS_ASSIGN_OR_RETURN(QpInfo remote, QpInfo::decode(theirs, who));
+    CHORUS_RETURN_IF_ERROR(sendRecords(fd.get(), conn->localInfo(), deadline, who));
+    CHORUS_ASSIGN_OR_RETURN(QpInfo first, recvRecord(fd.get(), deadline, who));
+    if (first.rails != conn->rails()) return conn->railMismatch(first.rails);
+    CHORUS_ASSIGN_OR_RETURN(auto remote, recvRest(fd.get(), first, deadline, who));
     CHORUS_RETURN_IF_ERROR(conn->connectTo(remote));
     const uint8_t ready = 1;
     CHORUS_RETURN_IF_ERROR(net::sendAll(fd.get(), &ready, 1, deadline, "ready to " + who));
@@ -240,28 +273,29 @@ class IbTransport final : public Transport {
   // this communicator.
   StatusOr<std::unique_ptr<IbConnection>> answer(int fd, int* rank) {
     const net::Deadline deadline = net::deadlineIn(kHandshakeSeconds);
-    std::vector<uint8_t> theirs(QpInfo::kWireBytes);
-    CHORUS_RETURN_IF_ERROR(
-        net::recvAll(fd, theirs.data(), theirs.size(), deadline, "a queue-pair record"));
-    CHORUS_ASSIGN_OR_RETURN(QpInfo remote, QpInfo::decode(theirs, "a dialer"));
+    CHORUS_ASSIGN_OR_RETURN(QpInfo remote, recvRecord(fd, deadline, "a dialer"));
     if (remote.commId != ctx_.commId || remote.rank < 0 || remote.rank >= ctx_.rank)
       return invalidArgument("a queue-pair record of rank " + std::to_string(remote.rank) +
                              " of another communicator, or not a lower rank");
     *rank = remote.rank;
     const std::string who = "rank " + std::to_string(remote.rank);
-    CHORUS_ASSIGN_OR_RETURN(auto conn,
-                            IbConnection::create(share_, ctx_.commId, ctx_.rank, remote.rank));
-    CHORUS_RETURN_IF_ERROR(conn->connectTo(remote));
-    const std::vector<uint8_t> mine = conn->localInfo().encode();
-    CHORUS_RETURN_IF_ERROR(
-        net::sendAll(fd, mine.data(), mine.size(), deadline, "queue-pair record to " + who));
+    CHORUS_ASSIGN_OR_RETURN(auto conn, makeConnection(remote.rank));
+    if (remote.rails != conn->rails()) {
+      // The dialer reads the count in this record and fails with the same words.
+      CHORUS_RETURN_IF_ERROR(sendRecords(fd, {conn->localInfo().front()}, deadline, who));
+      return conn->railMismatch(remote.rails);
+    }
+    CHORUS_ASSIGN_OR_RETURN(auto all, recvRest(fd, remote, deadline, who));
+    CHORUS_RETURN_IF_ERROR(conn->connectTo(all));
+    CHORUS_RETURN_IF_ERROR(sendRecords(fd, conn->localInfo(), deadline, who));
     uint8_t ready = 0;
     CHORUS_RETURN_IF_ERROR(net::recvAll(fd, &ready, 1, deadline, "ready from " + who));
     return conn;
   }
 
   const TransportContext ctx_;
-  const NicShare share_;
+  const std::vector<NicShare> nics_;  // one per rail
+  const size_t minStripe_;
   const net::SockAddr listenAddr_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -312,34 +346,39 @@ StatusOr<std::unique_ptr<Transport>> createIb(const TransportContext& ctx) {
     });
   }
   CHORUS_ASSIGN_OR_RETURN(auto ports, findPorts(*api, settings.hca));
-  // Several accepted ports: the ranks of a host take turns, by local rank.
-  size_t pick = 0;
-  if (ports.size() > 1 && config::isSet("CHORUS_LOCAL_RANK")) {
-    CHORUS_ASSIGN_OR_RETURN(int64_t localRank, config::getInt("CHORUS_LOCAL_RANK"));
-    if (localRank >= 0) pick = static_cast<size_t>(localRank) % ports.size();
+  // The ranks of a host share its ports out by local rank, settings.nicsPerRank each.
+  int64_t localRank = 0;
+  if (config::isSet("CHORUS_LOCAL_RANK")) {
+    CHORUS_ASSIGN_OR_RETURN(localRank, config::getInt("CHORUS_LOCAL_RANK"));
   }
-  NicShare share;
-  CHORUS_ASSIGN_OR_RETURN(share.nic, Nic::open(*api, ports[pick], settings));
-  const long page = ::sysconf(_SC_PAGESIZE);
-  share.sendCache =
-      std::make_shared<RegCache>(*api, share.nic->pd(), 0, static_cast<size_t>(page));
-  share.recvCache = std::make_shared<RegCache>(
-      *api, share.nic->pd(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
-      static_cast<size_t>(page));
+  CHORUS_ASSIGN_OR_RETURN(
+      auto mine, portsForRank(ports, settings.nicsPerRank,
+                              static_cast<int>(std::clamp<int64_t>(localRank, 0, 1 << 20))));
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<NicShare> nics;
+  std::string used;
+  for (const PortInfo& port : mine) {
+    NicShare share;
+    CHORUS_ASSIGN_OR_RETURN(share.nic, Nic::open(*api, port, settings));
+    share.sendCache = std::make_shared<RegCache>(*api, share.nic->pd(), 0, page);
+    share.recvCache = std::make_shared<RegCache>(
+        *api, share.nic->pd(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, page);
+    used += (used.empty() ? "" : ", ") + share.nic->name();
+    nics.push_back(std::move(share));
+  }
   CHORUS_ASSIGN_OR_RETURN(net::SockAddr addr, net::chooseLocalAddress(ctx.root));
-  std::string unused;
-  for (size_t i = 0; i < ports.size(); ++i) {
-    if (i == pick) continue;
-    unused += (unused.empty() ? "" : ", ") + ports[i].device + ":" + std::to_string(ports[i].port);
-  }
+  const bool roce = mine.front().ethernet;
   CHORUS_LOG(INFO, NET) << "ibverbs (experimental, not verified on hardware): rank " << ctx.rank
-                        << " uses " << share.nic->name() << " through " << api->origin << " ("
-                        << (share.nic->port().ethernet ? "RoCE, GID index " +
-                                                             std::to_string(settings.gidIndex)
-                                                       : std::string("InfiniBand"))
-                        << ")" << (unused.empty() ? "" : "; one port per rank, others: ")
-                        << unused;
-  return std::unique_ptr<Transport>(new IbTransport(ctx, std::move(share), addr));
+                        << " uses " << used << " through " << api->origin << " ("
+                        << (roce ? "RoCE, GID index " + std::to_string(settings.gidIndex)
+                                 : std::string("InfiniBand"))
+                        << "), " << ports.size() << " port(s) accepted"
+                        << (nics.size() > 1 ? ", messages from " +
+                                                  std::to_string(settings.stripeMinBytes) +
+                                                  " bytes striped"
+                                            : std::string());
+  return std::unique_ptr<Transport>(
+      new IbTransport(ctx, std::move(nics), settings.stripeMinBytes, addr));
 }
 
 CHORUS_REGISTER_TRANSPORT({

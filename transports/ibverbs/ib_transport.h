@@ -13,13 +13,19 @@
 // a TCP side channel the transport listens on. For each pair the lower rank dials the higher
 // one's side channel; the two exchange QpInfo records (qp_setup.h) and move their queue pairs
 // INIT->RTR->RTS so that neither writes before the other can receive; the socket is then
-// closed. The higher rank answers on a listener thread of its transport, whatever connect()
-// call it is in, so ranks may connect in any order without waiting in a cycle.
+// closed. With several NICs per rank the records are one per rail, and both ends must have as
+// many rails. The higher rank answers on a listener thread of its transport, whatever
+// connect() call it is in, so ranks may connect in any order without waiting in a cycle.
 //
-// One port per rank: of the active ports CHORUS_IB_HCA accepts (NCCL_IB_HCA's syntax), the
-// (CHORUS_LOCAL_RANK mod count)-th, so the ranks of a host spread over its NICs. One rank
-// using several NICs at once would take one queue pair per NIC per peer and stripe large
-// messages over them; not done (the INFO log names the ports left to other ranks).
+// Ports: of the active ports CHORUS_IB_HCA accepts (NCCL_IB_HCA's syntax), a rank takes
+// CHORUS_IB_NICS_PER_RANK = n consecutive ones (in a ring) from the (CHORUS_LOCAL_RANK * n)-th
+// on, so the ranks of a host share its NICs out. The default n = 1 is one NIC per rank, as
+// NCCL gives each GPU its nearest NIC: with a rank per GPU and a NIC per GPU, striping would
+// only make ranks share NICs. A rank's NICs must agree in link layer and active MTU (else a
+// clear error), since one message's pieces cross all of them. Each connection has one rail
+// (queue pair) per NIC; messages from CHORUS_IB_STRIPE_MIN_BYTES (default 512 KiB: a piece
+// costs an advertisement and a completion of its own, which small messages do not repay) are
+// striped over them, smaller ones take the NICs in turn (ib_connection.h).
 //
 // Fork: with CHORUS_IB_FORK_INIT=1 (the default) the first transport calls ibv_fork_init()
 // before it opens a device, so pages registered here stay the parent's after a fork. Even so a

@@ -8,7 +8,7 @@ namespace chorus::ib {
 namespace {
 
 constexpr uint32_t kMagic = 0x51424943;  // "CIBQ"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // 2: rails; 48-byte advertisements
 // The responder's minimal RNR NAK timer (12: 0.64 ms) and an unbounded RNR retry (7): a write
 // with immediate that finds no receive posted waits for one instead of failing the pair.
 constexpr uint8_t kMinRnrTimer = 12;
@@ -44,10 +44,12 @@ class Reader {
 
 std::vector<uint8_t> QpInfo::encode() const {
   Writer w;
+  w.out.reserve(kWireBytes);
   w.put<uint32_t>(kMagic);
   w.put<uint32_t>(kVersion);
   w.put<int32_t>(rank);
-  w.put<uint32_t>(0);
+  w.put<uint16_t>(rail);
+  w.put<uint16_t>(rails);
   w.put<uint64_t>(commId);
   w.put<uint16_t>(lid);
   w.put<uint8_t>(port);
@@ -77,7 +79,8 @@ StatusOr<QpInfo> QpInfo::decode(const std::vector<uint8_t>& b, const std::string
                            ", this build " + std::to_string(kVersion));
   QpInfo q;
   q.rank = r.get<int32_t>();
-  r.get<uint32_t>();
+  q.rail = r.get<uint16_t>();
+  q.rails = r.get<uint16_t>();
   q.commId = r.get<uint64_t>();
   q.lid = r.get<uint16_t>();
   q.port = r.get<uint8_t>();
@@ -93,6 +96,9 @@ StatusOr<QpInfo> QpInfo::decode(const std::vector<uint8_t>& b, const std::string
   if (q.mtu < IBV_MTU_256 || q.mtu > IBV_MTU_4096)
     return invalidArgument("ibverbs: " + from + " announces path MTU code " +
                            std::to_string(q.mtu) + " (valid: 1-5)");
+  if (q.rails == 0 || q.rail >= q.rails)
+    return invalidArgument("ibverbs: " + from + " announces rail " + std::to_string(q.rail) +
+                           " of " + std::to_string(q.rails));
   if (q.qpn >= (1u << 24) || q.psn >= (1u << 24))
     return invalidArgument("ibverbs: " + from + " announces a queue pair number or PSN "
                            "beyond 24 bits");

@@ -19,6 +19,8 @@ namespace chorus::ib {
 
 struct QpInfo {
   int32_t rank = -1;
+  uint16_t rail = 0;   ///< this queue pair's rail (NIC pair) in the connection
+  uint16_t rails = 0;  ///< the connection's rails on this end: both ends must have as many
   uint64_t commId = 0;
   uint16_t lid = 0;
   uint8_t port = 0;

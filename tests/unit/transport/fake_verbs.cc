@@ -60,6 +60,7 @@ struct World {
   uint32_t nextQpn = 0x40;
   int rnrViolations = 0;
   int forkInits = 0;
+  uint64_t written[8] = {};
 };
 
 World& world() {
@@ -72,6 +73,16 @@ int deviceIndex(ibv_device* d) {
   for (int i = 0; i < 8; ++i)
     if (d == &w.devices[i]) return i;
   return -1;
+}
+
+// With w.mu held.
+bool ethernetOf(const World& w, int device) {
+  return w.opts.ethernet || (device >= 0 && (w.opts.roceDevices >> device) & 1u);
+}
+ibv_mtu mtuOf(const World& w, int device) {
+  return device >= 0 && static_cast<size_t>(device) < w.opts.deviceMtu.size()
+             ? w.opts.deviceMtu[static_cast<size_t>(device)]
+             : w.opts.mtu;
 }
 
 uint16_t lidOf(int device) { return static_cast<uint16_t>(0x10 + device); }
@@ -125,7 +136,7 @@ bool pairedWith(World& w, const Qp& from, const Qp& to) {
   if (to.qp->state != IBV_QPS_RTR && to.qp->state != IBV_QPS_RTS) return false;
   if (b.dest_qp_num != from.qp->qp_num) return false;
   if (a.sq_psn != b.rq_psn || a.path_mtu != b.path_mtu) return false;
-  if (w.opts.ethernet) {
+  if (ethernetOf(w, to.device)) {
     uint8_t gid[16];
     gidOf(to.device, a.ah_attr.grh.sgid_index, gid);
     return a.ah_attr.is_global && std::memcmp(gid, a.ah_attr.grh.dgid.raw, 16) == 0;
@@ -195,6 +206,7 @@ int postSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
       std::memcpy(dst, reinterpret_cast<const void*>(s.addr), s.length);
       dst += s.length;
     }
+    w.written[q.device] += len;
     if (imm) {
       ibv_wc wc = completion(t.recvs.front(), IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM,
                              t.qp->qp_num);
@@ -321,12 +333,13 @@ int queryPort(ibv_context* ctx, uint8_t port, ibv_port_attr* a) {
   std::lock_guard<std::mutex> lock(w.mu);
   if (port != 1) return EINVAL;
   *a = ibv_port_attr{};
+  const int device = w.contexts.at(ctx).device;
   a->state = w.opts.portActive ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
-  a->active_mtu = w.opts.mtu;
+  a->active_mtu = mtuOf(w, device);
   a->max_mtu = IBV_MTU_4096;
   a->max_msg_sz = w.opts.maxMsg;
-  a->link_layer = w.opts.ethernet ? IBV_LINK_LAYER_ETHERNET : IBV_LINK_LAYER_INFINIBAND;
-  a->lid = w.opts.ethernet ? 0 : lidOf(w.contexts.at(ctx).device);
+  a->link_layer = ethernetOf(w, device) ? IBV_LINK_LAYER_ETHERNET : IBV_LINK_LAYER_INFINIBAND;
+  a->lid = ethernetOf(w, device) ? 0 : lidOf(device);
   return 0;
 }
 
@@ -479,8 +492,8 @@ int modifyQp(ibv_qp* qp, ibv_qp_attr* a, int mask) {
   } else if (from == IBV_QPS_INIT && to == IBV_QPS_RTR &&
              has(IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) &&
-             a->path_mtu <= w.opts.mtu &&
-             (w.opts.ethernet ? a->ah_attr.is_global == 1 : a->ah_attr.dlid != 0)) {
+             a->path_mtu <= mtuOf(w, q.device) &&
+             (ethernetOf(w, q.device) ? a->ah_attr.is_global == 1 : a->ah_attr.dlid != 0)) {
     q.attr.ah_attr = a->ah_attr;
     q.attr.path_mtu = a->path_mtu;
     q.attr.dest_qp_num = a->dest_qp_num;
@@ -545,6 +558,11 @@ std::vector<ModifyCall> modifyCalls() {
 int rnrViolations() {
   std::lock_guard<std::mutex> lock(world().mu);
   return world().rnrViolations;
+}
+
+uint64_t bytesWritten(int device) {
+  std::lock_guard<std::mutex> lock(world().mu);
+  return device >= 0 && device < 8 ? world().written[device] : 0;
 }
 
 int forkInitCalls() {

@@ -10,6 +10,10 @@
 // write with immediate finds a posted receive (the transport never relies on RNR retries;
 // rnrViolations() counts the times it would have).
 //
+// Devices fake_0 .. fake_7 have one port each with its own LID and GIDs; their link layer and
+// MTU can differ (Options), and bytesWritten() counts what each device's queue pairs wrote, so
+// a test can see which NICs a message crossed.
+//
 // One mutex guards the whole fake: writes are synchronous, done under it by the posting
 // thread, completions appear on the peer's queue before ibv_post_send returns.
 #pragma once
@@ -27,10 +31,12 @@ namespace chorus::ib::fake {
 struct Options {
   bool nullList = false;  ///< get_device_list returns NULL with errno listErrno
   int listErrno = ENOSYS;
-  int devices = 1;
+  int devices = 1;  ///< fake_0 .. fake_7, one port each, each with its own LID and GIDs
   bool ethernet = false;  ///< RoCE ports instead of InfiniBand
+  unsigned roceDevices = 0;  ///< bit d: device d's port is RoCE even without `ethernet`
   bool portActive = true;
   ibv_mtu mtu = IBV_MTU_4096;
+  std::vector<ibv_mtu> deviceMtu;  ///< device d's active MTU, where given (else `mtu`)
   uint32_t maxMsg = 1u << 31;  ///< the port's max_msg_sz (small: the transport must chunk)
 };
 
@@ -53,6 +59,9 @@ struct ModifyCall {
 std::vector<ModifyCall> modifyCalls();
 
 int rnrViolations();
+/// Bytes written by RDMA writes posted on queue pairs of device `device` (data, advertisements
+/// and control records alike), since the process started.
+uint64_t bytesWritten(int device);
 int forkInitCalls();
 
 /// The queue pair vanishes from the fabric as if its host died: writes to it fail with

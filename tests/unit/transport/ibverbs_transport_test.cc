@@ -10,6 +10,8 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -30,7 +32,14 @@
 namespace chorus::conformance {
 namespace {
 
-const bool kFakeInstalled = (ib::fake::install(), true);
+// CHORUS_TEST_FAKE_DEVICES sets the fake's device count for the whole run: ctest runs the
+// conformance suite once more over two devices with two NICs per rank.
+ib::fake::Options fakeForRun() {
+  ib::fake::Options o;
+  if (const char* n = std::getenv("CHORUS_TEST_FAKE_DEVICES")) o.devices = std::atoi(n);
+  return o;
+}
+const bool kFakeInstalled = (ib::fake::install(fakeForRun()), true);
 
 class ScopedEnv {
  public:
@@ -181,6 +190,8 @@ ib::QpInfo sampleInfo() {
   q.inboxAddr = 0x7f0012345000ull;
   q.inboxRkey = 0xdeadbeef;
   q.slots = 32;
+  q.rail = 1;
+  q.rails = 2;
   return q;
 }
 
@@ -358,32 +369,57 @@ struct Pair {
   std::vector<ConnPtr> c;  // c[0]: rank 0's to rank 1; c[1]: rank 1's to rank 0
 };
 
-// `localRanks`: CHORUS_LOCAL_RANK while each rank's transport is made (empty: unset).
-Pair makePair(std::vector<std::string> localRanks = {}) {
-  Pair p;
+// Settings of each rank while its transport is made (empty: unset).
+struct RankEnv {
+  std::string localRank;
+  std::string nicsPerRank;
+};
+
+// Both ranks' transports and what their connect() calls returned.
+struct Attempt {
+  std::vector<std::shared_ptr<Transport>> t;
+  std::vector<StatusOr<ConnPtr>> c;
+};
+
+Attempt tryPair(const std::vector<RankEnv>& env) {
+  Attempt a;
   const uint64_t comm = randomU64();
   std::vector<EndpointBlob> blobs(2);
   for (int r = 0; r < 2; ++r) {
-    std::unique_ptr<ScopedEnv> local;
-    if (!localRanks.empty())
-      local = std::make_unique<ScopedEnv>("CHORUS_LOCAL_RANK", localRanks[r].c_str());
+    std::vector<std::unique_ptr<ScopedEnv>> set;
+    if (!env.empty() && !env[r].localRank.empty())
+      set.push_back(std::make_unique<ScopedEnv>("CHORUS_LOCAL_RANK", env[r].localRank.c_str()));
+    if (!env.empty() && !env[r].nicsPerRank.empty())
+      set.push_back(
+          std::make_unique<ScopedEnv>("CHORUS_IB_NICS_PER_RANK", env[r].nicsPerRank.c_str()));
     auto t = ibKind().create(contextFor(r, 2, comm));
     EXPECT_TRUE(t.ok()) << t.status().toString();
-    if (!t.ok()) return p;
-    p.t.push_back(std::move(t).value());
-    EXPECT_TRUE(p.t.back()->listen(&blobs[r]).ok());
+    if (!t.ok()) return a;
+    a.t.push_back(std::move(t).value());
+    EXPECT_TRUE(a.t.back()->listen(&blobs[r]).ok());
   }
   std::vector<std::future<StatusOr<ConnPtr>>> f;
   for (int r = 0; r < 2; ++r)
-    f.push_back(onThread([t = p.t[r], b = blobs[1 - r], r]() -> StatusOr<ConnPtr> {
+    f.push_back(onThread([t = a.t[r], b = blobs[1 - r], r]() -> StatusOr<ConnPtr> {
       return t->connect(1 - r, b, kConnectSeconds);
     }));
   for (int r = 0; r < 2; ++r) {
     auto c = joinWithin(f[r], seconds(kConnectSeconds) + kHangMargin, "connect");
-    if (!c) return Pair{};
-    EXPECT_TRUE(c->ok()) << c->status().toString();
-    if (!c->ok()) return Pair{};
-    p.c.push_back(std::move(*c).value());
+    if (!c) return Attempt{};
+    a.c.push_back(std::move(*c));
+  }
+  return a;
+}
+
+Pair makePair(const std::vector<RankEnv>& env = {}) {
+  Attempt a = tryPair(env);
+  if (a.c.size() != 2) return Pair{};
+  Pair p;
+  p.t = a.t;
+  for (auto& c : a.c) {
+    EXPECT_TRUE(c.ok()) << c.status().toString();
+    if (!c.ok()) return Pair{};
+    p.c.push_back(std::move(c).value());
   }
   return p;
 }
@@ -423,7 +459,7 @@ TEST(IbHandshake, RanksOfAHostSpreadOverItsPortsByLocalRank) {
   ib::fake::Options o;
   o.devices = 2;
   ScopedFake fake(o);
-  Pair p = makePair({"2", "3"});
+  Pair p = makePair({{"2", ""}, {"3", ""}});
   ASSERT_EQ(p.c.size(), 2u);
   const ib::VerbsApi* api = ib::verbs(nullptr);
   ASSERT_NE(api, nullptr);
@@ -441,7 +477,7 @@ TEST(IbProtocol, MoreMessagesThanSlotsAndChunkedWritesArriveInOrder) {
   const int rnrBefore = ib::fake::rnrViolations();
   Pair p = makePair();
   ASSERT_EQ(p.c.size(), 2u);
-  constexpr int kCount = 3 * static_cast<int>(ib::IbConnection::kSlots) + 5;
+  constexpr int kCount = 3 * static_cast<int>(ib::Rail::kSlots) + 5;
   std::vector<std::vector<uint8_t>> out, in;
   std::vector<Pending> ops;
   for (int i = 0; i < kCount; ++i) {
@@ -596,6 +632,382 @@ TEST(IbProtocol, DestroyingEverythingLeavesNoVerbsObject) {
 }
 
 
+// ---- Several NICs per rank: rails and striping -------------------------------------------------
+
+TEST(IbStripe, CutsContiguousAlignedPiecesOneRailEach) {
+  constexpr size_t kMin = 64 << 10;
+  for (int rails : {1, 2, 3, 4})
+    for (size_t bytes : {size_t{0}, size_t{1}, size_t{4095}, kMin - 1, kMin, size_t{100000},
+                         size_t{1} << 20, (size_t{1} << 20) + 1, size_t{3} << 20})
+      for (uint64_t msg : {0u, 1u, 5u}) {
+        SCOPED_TRACE(std::to_string(bytes) + " bytes, message " + std::to_string(msg) + ", " +
+                     std::to_string(rails) + " rails");
+        const std::vector<ib::Piece> pieces = ib::stripe(bytes, msg, rails, kMin);
+        ASSERT_FALSE(pieces.empty());
+        size_t at = 0;
+        for (const ib::Piece& p : pieces) {
+          EXPECT_EQ(p.offset, at) << "contiguous, in order";
+          EXPECT_TRUE(p.bytes > 0 || bytes == 0) << "no empty piece";
+          at += p.bytes;
+        }
+        EXPECT_EQ(at, bytes);
+        if (rails == 1 || bytes < kMin) {
+          ASSERT_EQ(pieces.size(), 1u);
+          EXPECT_EQ(pieces[0].rail, static_cast<int>(msg % static_cast<uint64_t>(rails)));
+          continue;
+        }
+        ASSERT_EQ(pieces.size(), static_cast<size_t>(rails));
+        for (size_t i = 0; i < pieces.size(); ++i) {
+          EXPECT_EQ(pieces[i].rail, static_cast<int>(i));
+          EXPECT_EQ(pieces[i].offset % ib::kStripeAlign, 0u);
+          EXPECT_LE(pieces[i].bytes, pieces[0].bytes);
+        }
+        const size_t fair = (bytes + static_cast<size_t>(rails) - 1) / static_cast<size_t>(rails);
+        EXPECT_LT(pieces[0].bytes, fair + ib::kStripeAlign) << "even up to the alignment";
+      }
+  using P = std::vector<ib::Piece>;
+  constexpr size_t kHalf = 512 << 10;
+  EXPECT_EQ(ib::stripe(1 << 20, 7, 2, kHalf), (P{{0, 0, kHalf}, {1, kHalf, kHalf}}));
+  EXPECT_EQ(ib::stripe(100000, 0, 3, 4096), (P{{0, 0, 36864}, {1, 36864, 36864},
+                                               {2, 73728, 26272}}));
+  EXPECT_EQ(ib::stripe(5000, 0, 4, 1), (P{{0, 0, 4096}, {1, 4096, 904}})) << "fewer pieces";
+  EXPECT_EQ(ib::stripe((512 << 10) - 1, 3, 2, 512 << 10), (P{{1, 0, (512 << 10) - 1}}));
+}
+
+TEST(IbSettings, NicsPerRankAndStripeMinAreParsedAndBadValuesRefused) {
+  {
+    auto s = ib::IbSettings::fromEnvironment();
+    ASSERT_TRUE(s.ok()) << s.status().toString();
+    EXPECT_EQ(s->nicsPerRank, 1) << "one NIC per rank unless asked";
+    EXPECT_EQ(s->stripeMinBytes, size_t{512} << 10);
+  }
+  {
+    ScopedEnv n("CHORUS_IB_NICS_PER_RANK", "2");
+    ScopedEnv m("CHORUS_IB_STRIPE_MIN_BYTES", "1M");
+    auto s = ib::IbSettings::fromEnvironment();
+    ASSERT_TRUE(s.ok()) << s.status().toString();
+    EXPECT_EQ(s->nicsPerRank, 2);
+    EXPECT_EQ(s->stripeMinBytes, size_t{1} << 20);
+  }
+  for (const char* name : {"CHORUS_IB_NICS_PER_RANK", "CHORUS_IB_STRIPE_MIN_BYTES"})
+    for (const char* bad : {"0", "17", "two"}) {
+      if (std::string(name) == "CHORUS_IB_STRIPE_MIN_BYTES" && std::string(bad) == "17")
+        continue;  // a fine byte count
+      ScopedEnv env(name, bad);
+      auto s = ib::IbSettings::fromEnvironment();
+      ASSERT_FALSE(s.ok()) << name << "=" << bad;
+      EXPECT_EQ(s.status().code(), Code::kInvalidArgument);
+      EXPECT_NE(s.status().message().find(name), std::string::npos) << s.status().message();
+    }
+  ScopedEnv n("CHORUS_IB_NICS_PER_RANK", "2");
+  auto t = ibKind().create(contextFor(0, 2, 7));
+  ASSERT_FALSE(t.ok()) << "one fake device, two NICs asked for";
+  EXPECT_NE(t.status().message().find("CHORUS_IB_NICS_PER_RANK=2 but 1 active port"),
+            std::string::npos)
+      << t.status().message();
+}
+
+std::string portNames(const StatusOr<std::vector<ib::PortInfo>>& ports) {
+  if (!ports.ok()) return ports.status().message();
+  std::string out;
+  for (const ib::PortInfo& p : ports.value()) out += (out.empty() ? "" : ",") + p.name();
+  return out;
+}
+
+TEST(IbSettings, RanksOfAHostShareThePortsOutAndNeverMixKinds) {
+  std::vector<ib::PortInfo> ports;
+  for (int i = 0; i < 4; ++i)
+    ports.push_back({"mlx5_" + std::to_string(i), 1, false, IBV_MTU_4096});
+  EXPECT_EQ(portNames(ib::portsForRank(ports, 1, 0)), "mlx5_0:1");
+  EXPECT_EQ(portNames(ib::portsForRank(ports, 1, 5)), "mlx5_1:1") << "as before: local rank mod 4";
+  EXPECT_EQ(portNames(ib::portsForRank(ports, 2, 0)), "mlx5_0:1,mlx5_1:1");
+  EXPECT_EQ(portNames(ib::portsForRank(ports, 2, 1)), "mlx5_2:1,mlx5_3:1");
+  EXPECT_EQ(portNames(ib::portsForRank(ports, 2, 2)), "mlx5_0:1,mlx5_1:1");
+  EXPECT_EQ(portNames(ib::portsForRank(ports, 3, 1)), "mlx5_3:1,mlx5_0:1,mlx5_1:1");
+  EXPECT_FALSE(ib::portsForRank(ports, 5, 0).ok());
+
+  std::vector<ib::PortInfo> mixed = ports;
+  mixed[1].ethernet = true;
+  EXPECT_EQ(portNames(ib::portsForRank(mixed, 2, 0)).find("mlx5_0:1 (InfiniBand) and mlx5_1:1 "
+                                                          "(RoCE)"),
+            0u + std::string("ibverbs: one rank would stripe over ").size());
+  EXPECT_EQ(portNames(ib::portsForRank(mixed, 2, 1)), "mlx5_2:1,mlx5_3:1");
+  std::vector<ib::PortInfo> mtu = ports;
+  mtu[1].mtu = IBV_MTU_2048;
+  const std::string m = portNames(ib::portsForRank(mtu, 2, 0));
+  EXPECT_NE(m.find("mlx5_0:1 (MTU 4096) and mlx5_1:1 (MTU 2048)"), std::string::npos) << m;
+
+  // The same through the fake's ports: an InfiniBand device next to a RoCE one.
+  ib::fake::Options o;
+  o.devices = 2;
+  o.roceDevices = 2;
+  ScopedFake fake(o);
+  ScopedEnv n("CHORUS_IB_NICS_PER_RANK", "2");
+  auto t = ibKind().create(contextFor(0, 2, 7));
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(t.status().message().find("fake_0:1 (InfiniBand) and fake_1:1 (RoCE)"),
+            std::string::npos)
+      << t.status().message();
+}
+
+// Two fake devices; each rank stripes over both, messages from 64 KiB on.
+class TwoNics {
+ public:
+  explicit TwoNics(uint32_t maxMsg = 1u << 31) : fake_(options(maxMsg)) {}
+
+ private:
+  static ib::fake::Options options(uint32_t maxMsg) {
+    ib::fake::Options o;
+    o.devices = 2;
+    o.maxMsg = maxMsg;
+    return o;
+  }
+  ScopedFake fake_;
+  ScopedEnv min_{"CHORUS_IB_STRIPE_MIN_BYTES", "64K"};
+};
+const std::vector<RankEnv> kTwoNics = {{"", "2"}, {"", "2"}};
+
+// Bytes each fake device's queue pairs wrote while `fn` ran.
+template <typename F>
+std::vector<uint64_t> writtenDuring(F fn) {
+  const uint64_t before[2] = {ib::fake::bytesWritten(0), ib::fake::bytesWritten(1)};
+  fn();
+  return {ib::fake::bytesWritten(0) - before[0], ib::fake::bytesWritten(1) - before[1]};
+}
+
+TEST(IbStripe, LargeMessageIsSplitEvenlyOverBothDevices) {
+  TwoNics setup;
+  Pair p = makePair(kTwoNics);
+  ASSERT_EQ(p.c.size(), 2u);
+  const ib::VerbsApi* api = ib::verbs(nullptr);
+  ASSERT_NE(api, nullptr);
+  for (int end = 0; end < 2; ++end) {
+    ASSERT_EQ(ibConn(p.c[end]).rails(), 2);
+    for (int r = 0; r < 2; ++r)
+      EXPECT_EQ(std::string(api->get_device_name(
+                    ibConn(p.c[end]).rail(r).qp()->context->device)),
+                "fake_" + std::to_string(r));
+  }
+  constexpr size_t kBytes = size_t{2} << 20;
+  const std::vector<uint64_t> moved =
+      writtenDuring([&] { expectTransfer(*p.c[0], *p.c[1], randomBytes(kBytes), 5); });
+  for (int d = 0; d < 2; ++d) {
+    // Half the message, and the receiver's advertisement of that half.
+    EXPECT_GE(moved[d], kBytes / 2) << "device " << d;
+    EXPECT_LT(moved[d], kBytes / 2 + 4096) << "device " << d;
+  }
+  EXPECT_EQ(p.c[0]->stats().bytesSent, kBytes) << "counted once, not per rail";
+  EXPECT_EQ(p.c[1]->stats().bytesRecv, kBytes);
+}
+
+TEST(IbStripe, SmallMessagesGoWholeOnTheRailsInTurn) {
+  TwoNics setup;
+  Pair p = makePair(kTwoNics);
+  ASSERT_EQ(p.c.size(), 2u);
+  for (int k = 0; k < 4; ++k) {
+    const std::vector<uint64_t> moved =
+        writtenDuring([&] { expectTransfer(*p.c[0], *p.c[1], randomBytes(1000), k); });
+    const int rail = k % 2;
+    EXPECT_GE(moved[rail], 1000u) << "message " << k;
+    EXPECT_LT(moved[rail], 1000u + 4096) << "message " << k;
+    EXPECT_EQ(moved[1 - rail], 0u) << "message " << k << " touched the other NIC";
+  }
+  EXPECT_EQ(p.c[1]->stats().bytesRecv, 4000u);
+}
+
+// Sizes below and far above the stripe threshold, in both directions at once, through 512-byte
+// writes: a message just below the threshold goes whole on one rail in more writes than a
+// send queue holds, so the tiny message after it, on the other rail, arrives first; a striped
+// message's pieces then arrive interleaved with it.
+TEST(IbStripe, MixedSizesKeepTheirOrderBothWaysAndCompleteInOrder) {
+  TwoNics setup(512);
+  const int rnrBefore = ib::fake::rnrViolations();
+  Pair p = makePair(kTwoNics);
+  ASSERT_EQ(p.c.size(), 2u);
+  constexpr int kCount = 24;
+  struct Flow {
+    Connection* from;
+    Connection* to;
+    std::vector<std::vector<uint8_t>> out, in;
+    std::vector<Op> sends, recvs;
+  };
+  Flow flows[2] = {{p.c[0].get(), p.c[1].get(), {}, {}, {}, {}},
+                   {p.c[1].get(), p.c[0].get(), {}, {}, {}, {}}};
+  for (int f = 0; f < 2; ++f)
+    for (int i = 0; i < kCount; ++i) {
+      const size_t n = i % 4 == 0   ? static_cast<size_t>(60000 + 97 * i + f)
+                       : i % 4 == 2 ? static_cast<size_t>(300000 + 977 * i + f)
+                                    : static_cast<size_t>(37 * i * (f + 1));
+      flows[f].out.push_back(randomBytes(n));
+      flows[f].in.emplace_back(n, kPoison);
+    }
+  for (int i = 0; i < kCount; ++i)
+    for (Flow& fl : flows) {
+      const Tag tag = static_cast<Tag>(1000 + i);
+      auto s = fl.from->postSend(fl.out[i].data(), fl.out[i].size(), tag);
+      auto r = fl.to->postRecv(fl.in[i].data(), fl.in[i].size(), tag);
+      ASSERT_TRUE(s.ok() && r.ok());
+      fl.sends.push_back(*s);
+      fl.recvs.push_back(*r);
+    }
+  // Drive both ends; after every round, what has completed is a prefix of what was posted.
+  const auto until = std::chrono::steady_clock::now() + seconds(kOpSeconds);
+  bool all = false;
+  while (!all && std::chrono::steady_clock::now() < until) {
+    ASSERT_TRUE(p.c[0]->progress().ok());
+    ASSERT_TRUE(p.c[1]->progress().ok());
+    all = true;
+    for (Flow& fl : flows)
+      for (auto [conn, ops] : {std::pair{fl.from, &fl.sends}, std::pair{fl.to, &fl.recvs}}) {
+        bool gap = false;
+        for (int i = 0; i < kCount; ++i) {
+          bool done = false;
+          ASSERT_TRUE(conn->check((*ops)[i], &done).ok());
+          ASSERT_FALSE(done && gap) << "op " << i << " completed before an earlier one";
+          gap = gap || !done;
+        }
+        all = all && !gap;
+      }
+  }
+  ASSERT_TRUE(all) << "not every message arrived within " << kOpSeconds << " s";
+  for (int f = 0; f < 2; ++f)
+    for (int i = 0; i < kCount; ++i)
+      EXPECT_TRUE(flows[f].in[i] == flows[f].out[i]) << "direction " << f << ", message " << i;
+  EXPECT_EQ(ib::fake::rnrViolations(), rnrBefore) << "a write found no receive posted";
+}
+
+// pollInfo()'s one fd stands for both rails' completion channels.
+TEST(IbStripe, EitherRailsCompletionWakesASleeper) {
+  TwoNics setup;
+  Pair p = makePair(kTwoNics);
+  ASSERT_EQ(p.c.size(), 2u);
+  int fd = -1;
+  short events = 0;
+  p.c[1]->pollInfo(&fd, &events);
+  ASSERT_GE(fd, 0);
+  for (int k = 0; k < 2; ++k) {  // message k goes on rail k
+    SCOPED_TRACE("rail " + std::to_string(k));
+    uint64_t x = 0x1234 + static_cast<uint64_t>(k), y = 0;
+    auto r = p.c[1]->postRecv(&y, 8, 4);
+    ASSERT_TRUE(r.ok());
+    ASSERT_TRUE(p.c[1]->progress().ok());  // advertises
+    ASSERT_TRUE(p.c[1]->progress().ok());  // takes the advertisement's completion, re-arms
+    pollfd pfd{fd, events, 0};
+    EXPECT_EQ(::poll(&pfd, 1, 0), 0) << "readable before anything arrived";
+    auto s = p.c[0]->postSend(&x, 8, 4);
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE(p.c[0]->progress().ok());
+    pfd.revents = 0;
+    EXPECT_EQ(::poll(&pfd, 1, 0), 1) << "the data's completion did not wake the fd";
+    ASSERT_TRUE(driveAll({{p.c[0].get(), *s}, {p.c[1].get(), *r}}).ok());
+    EXPECT_EQ(y, x);
+  }
+}
+
+TEST(IbStripe, RailCountMismatchFailsBothEndsNamingBoth) {
+  TwoNics setup;
+  Attempt a = tryPair({{"", "2"}, {"", "1"}});
+  ASSERT_EQ(a.c.size(), 2u);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_FALSE(a.c[r].ok()) << "rank " << r;
+    const Status& s = a.c[r].status();
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.toString();
+    for (const char* part : {"rank 0", "rank 1", "over 2", "over 1", "CHORUS_IB_NICS_PER_RANK"})
+      EXPECT_NE(s.message().find(part), std::string::npos) << part << " in " << s.message();
+  }
+}
+
+TEST(IbStripe, AFailedRailFailsTheWholeConnection) {
+  TwoNics setup;
+  Pair p = makePair(kTwoNics);
+  ASSERT_EQ(p.c.size(), 2u);
+  // Rank 1's second NIC drops off the fabric: rank 0's writes on rail 1 fail.
+  ib::fake::unplug(ibConn(p.c[1]).rail(1).qp()->qp_num);
+  const std::vector<uint8_t> v = randomBytes(256 << 10);
+  std::vector<uint8_t> got(v.size(), kPoison);
+  auto r = p.c[1]->postRecv(got.data(), got.size(), 3);
+  auto s = p.c[0]->postSend(v.data(), v.size(), 3);
+  ASSERT_TRUE(r.ok() && s.ok());
+  Status ss = outcome(*p.c[0], s, kPromptSeconds, {p.c[1].get()});
+  EXPECT_EQ(ss.code(), Code::kRemoteError) << ss.toString();
+  for (const char* part : {"rank 1", "fake_1", "retry count exceeded"})
+    EXPECT_NE(ss.message().find(part), std::string::npos) << part << " in " << ss.message();
+  EXPECT_EQ(ibConn(p.c[0]).rail(0).qp()->state, IBV_QPS_ERR) << "the healthy rail fails too";
+  uint64_t x = 1;
+  for (int k = 0; k < 2; ++k)  // whichever rail a small message would take
+    EXPECT_EQ(outcome(*p.c[0], p.c[0]->postSend(&x, 8, 4)).message(), ss.message());
+  EXPECT_EQ(p.c[0]->stats().bytesSent, 0u);
+}
+
+TEST(IbStripe, MessagesCutDifferentlyAreAMismatchNotAWrongWrite) {
+  TwoNics setup;
+  Pair p = makePair(kTwoNics);
+  ASSERT_EQ(p.c.size(), 2u);
+  // 120000 bytes go in two pieces, 60000 whole on rail 0: rail 0 sees pieces of different
+  // messages whose first pieces are of similar sizes.
+  const std::vector<uint8_t> v = randomBytes(120000);
+  std::vector<uint8_t> got(60000, kPoison), next(60000, kPoison);
+  auto s = p.c[0]->postSend(v.data(), v.size(), 12);
+  auto r = p.c[1]->postRecv(got.data(), got.size(), 12);
+  auto r2 = p.c[1]->postRecv(next.data(), next.size(), 12);
+  ASSERT_TRUE(s.ok() && r.ok() && r2.ok());
+  Status rs = outcome(*p.c[1], r, kPromptSeconds, {p.c[0].get()});
+  EXPECT_EQ(rs.code(), Code::kInvalidUsage) << rs.toString();
+  for (const char* part : {"rank 0", "rank 1", "120000 bytes", "60000 bytes"})
+    EXPECT_NE(rs.message().find(part), std::string::npos) << part << " in " << rs.message();
+  EXPECT_EQ(outcome(*p.c[0], s, kPromptSeconds).code(), Code::kInvalidUsage);
+  EXPECT_EQ(outcome(*p.c[1], r2, kPromptSeconds).code(), Code::kInvalidUsage);
+  for (const auto* buf : {&got, &next})
+    EXPECT_TRUE(std::all_of(buf->begin(), buf->end(), [](uint8_t b) { return b == kPoison; }));
+}
+
+TEST(IbStripe, CancelReachesThePeerOnEveryRail) {
+  TwoNics setup;
+  Pair p = makePair(kTwoNics);
+  ASSERT_EQ(p.c.size(), 2u);
+  uint64_t a = 0, b = 0;
+  auto onRail0 = p.c[0]->postRecv(&a, 8, 1);
+  auto onRail1 = p.c[0]->postRecv(&b, 8, 2);
+  ASSERT_TRUE(onRail0.ok() && onRail1.ok());
+  ASSERT_TRUE(p.c[1]->cancel(timeoutError("rank 1 gave up")).ok());
+  for (int r = 0; r < 2; ++r)
+    EXPECT_EQ(ibConn(p.c[1]).rail(r).qp()->state, IBV_QPS_ERR) << "rail " << r;
+  for (const auto* op : {&onRail0, &onRail1}) {
+    Status peer = outcome(*p.c[0], *op, kPromptSeconds);
+    EXPECT_EQ(peer.code(), Code::kRemoteError) << peer.toString();
+    EXPECT_NE(peer.message().find("rank 1 gave up"), std::string::npos) << peer.message();
+  }
+}
+
+TEST(IbStripe, CloseCountsMessagesNotPiecesAndPeerGoneReachesEveryRail) {
+  TwoNics setup;
+  Pair p = makePair(kTwoNics);
+  ASSERT_EQ(p.c.size(), 2u);
+  expectTransfer(*p.c[0], *p.c[1], randomBytes(200000), 1);  // two pieces
+  expectTransfer(*p.c[0], *p.c[1], randomBytes(100), 2);
+  expectTransfer(*p.c[0], *p.c[1], randomBytes(100), 3);
+  std::vector<uint8_t> more(200000, kPoison);
+  auto r = p.c[1]->postRecv(more.data(), more.size(), 4);
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(p.c[1]->progress().ok());
+  p.c[0].reset();  // CLOSE on each rail
+  Status st = outcome(*p.c[1], r, kPromptSeconds);
+  EXPECT_EQ(st.code(), Code::kRemoteError) << st.toString();
+  EXPECT_NE(st.message().find("after sending 3 messages"), std::string::npos) << st.message();
+
+  Pair q = makePair(kTwoNics);
+  ASSERT_EQ(q.c.size(), 2u);
+  uint64_t x = 0, y = 0;
+  auto r1 = q.c[1]->postRecv(&x, 8, 1);
+  auto r2 = q.c[1]->postRecv(&y, 8, 2);
+  ASSERT_TRUE(r1.ok() && r2.ok());
+  const Status why = remoteError("rank 0 (pid 4242) is gone: killed by signal 9");
+  q.c[1]->peerGone(why);
+  EXPECT_EQ(outcome(*q.c[1], r1).message(), why.message());
+  EXPECT_EQ(outcome(*q.c[1], r2).message(), why.message());
+}
+
 // ---- Communicators over the fake ---------------------------------------------------------------
 
 // One rank of a communicator over ibverbs alone: all-reduce, all-gather, broadcast,
@@ -656,26 +1068,48 @@ std::string runRank(chorusUniqueId id, int rank, int n) {
   return failure;
 }
 
-// Three ranks (not a power of two) as threads of this process, the tuner's picks and then
-// each message-based algorithm forced in turn.
+// Three ranks (not a power of two) as threads of this process: with one NIC per rank, the
+// tuner's picks and then each message-based algorithm forced in turn; with two NICs per rank
+// over two fake devices (messages from 64 KiB striped, the ring schedules' 256 KiB chunks
+// included), the tuner's picks and the ring family, to keep the case cheap.
 TEST(IbCommunicator, CollectivesOverTheFakeWithRanksAsThreads) {
   ScopedEnv only("CHORUS_TRANSPORT", "ibverbs");
+  ScopedEnv min("CHORUS_IB_STRIPE_MIN_BYTES", "64K");
+  ib::fake::Options o;
+  o.devices = 2;
+  ScopedFake fake(o);
   constexpr int kRanks = 3;
-  for (const char* algo :
-       {"", "allreduce:ring,allgather:ring,broadcast:chain,reducescatter:ring",
-        "allreduce:recursive_doubling,broadcast:binomial", "allreduce:rabenseifner",
-        "allreduce:tree,alltoall:pairwise", "allreduce:oneshot"}) {
-    SCOPED_TRACE(std::string("CHORUS_ALGO=") + algo);
-    ScopedEnv forced("CHORUS_ALGO", algo);
-    chorusUniqueId id{};
-    ASSERT_EQ(chorusGetUniqueId(&id), chorusSuccess);
-    std::vector<std::future<std::string>> ranks;
-    for (int r = 0; r < kRanks; ++r)
-      ranks.push_back(onThread([id, r] { return runRank(id, r, kRanks); }));
-    for (int r = 0; r < kRanks; ++r) {
-      auto failure = joinWithin(ranks[r], std::chrono::seconds(60), "rank " + std::to_string(r));
-      ASSERT_TRUE(failure.has_value());
-      EXPECT_EQ(*failure, "");
+  const std::vector<const char*> algos = {
+      "", "allreduce:ring,allgather:ring,broadcast:chain,reducescatter:ring",
+      "allreduce:recursive_doubling,broadcast:binomial", "allreduce:rabenseifner",
+      "allreduce:tree,alltoall:pairwise", "allreduce:oneshot"};
+  for (const char* nics : {"1", "2"}) {
+    ScopedEnv rails("CHORUS_IB_NICS_PER_RANK", nics);
+    const size_t count = std::string(nics) == "1" ? algos.size() : 2;
+    const uint64_t firstBefore = ib::fake::bytesWritten(0);
+    const uint64_t secondBefore = ib::fake::bytesWritten(1);
+    for (size_t a = 0; a < count; ++a) {
+      SCOPED_TRACE(std::string("CHORUS_IB_NICS_PER_RANK=") + nics + ", CHORUS_ALGO=" + algos[a]);
+      ScopedEnv forced("CHORUS_ALGO", algos[a]);
+      chorusUniqueId id{};
+      ASSERT_EQ(chorusGetUniqueId(&id), chorusSuccess);
+      std::vector<std::future<std::string>> ranks;
+      for (int r = 0; r < kRanks; ++r)
+        ranks.push_back(onThread([id, r] { return runRank(id, r, kRanks); }));
+      for (int r = 0; r < kRanks; ++r) {
+        auto failure =
+            joinWithin(ranks[r], std::chrono::seconds(60), "rank " + std::to_string(r));
+        ASSERT_TRUE(failure.has_value());
+        EXPECT_EQ(*failure, "");
+      }
+    }
+    const uint64_t first = ib::fake::bytesWritten(0) - firstBefore;
+    const uint64_t second = ib::fake::bytesWritten(1) - secondBefore;
+    if (std::string(nics) == "1") {
+      EXPECT_EQ(second, 0u) << "one NIC per rank: every rank on the first device";
+    } else {  // even pieces, small messages in turn: close to half each
+      EXPECT_GT(second, first * 4 / 5) << first << " bytes on the first device";
+      EXPECT_GT(first, second * 4 / 5) << second << " bytes on the second device";
     }
   }
 }
