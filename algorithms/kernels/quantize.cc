@@ -6,10 +6,11 @@
 // of values to codes (encode) and the decoding of codes, optionally added to a float32
 // accumulator (decode). ScalarOps works element by element through quantize_ops.h; Avx2Ops does
 // eight floats per instruction with the same operations in the same order and hands its tails to
-// ScalarOps; Avx512Ops does the same on sixteen. Everything is instantiated per Mode (bits, symmetric or not, rounding) so the loops
-// carry no branch on the config. The entry points are [[gnu::flatten]]: an AVX2 entry inlines
-// the driver and all of Avx2Ops into one function compiled for AVX2 (the Avx2Ops functions carry
-// the target attribute and are not always_inline, because the driver template has no target).
+// ScalarOps; Avx512Ops does the same on sixteen. Everything is instantiated per Mode (bits,
+// symmetric or not, rounding) so the loops carry no branch on the config. The entry points are
+// [[gnu::flatten]]: an AVX2 (AVX-512) entry inlines the driver and all of Avx2Ops (Avx512Ops)
+// into one function compiled for that ISA (the Ops functions carry the target attribute and
+// are not always_inline, because the driver template has no target).
 //
 // Why explicit intrinsics here when reduce.cc relies on the vectorizer: the range is a min/max
 // reduction, which GCC only vectorizes when it may ignore NaN and signed zeros, and the code
