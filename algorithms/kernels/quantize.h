@@ -1,6 +1,7 @@
 // Group quantization of float32, bfloat16 and float16 data to 8- or 4-bit codes (ZeRO++'s
 // qgZ/qwZ building blocks), on the CPU. quantize_cuda.h has the same kernels for the GPU and
-// quantize_ops.h the arithmetic both share; all paths (scalar, AVX2, CUDA) give the same bits.
+// quantize_ops.h the arithmetic both share; all paths (scalar, AVX2, AVX-512, CUDA) give the
+// same bits.
 //
 // Groups. The input is cut into groups of `groupSize` consecutive elements, counted from its
 // first element; the last group is shorter when groupSize does not divide the count. Each group
@@ -47,9 +48,9 @@
 // headerBytes + (8 bits: n, 4 bits: ceil(n / 2)) bytes, and whole groups of a buffer start at
 // multiples of the full record size, so a slice of whole groups is a contiguous byte range.
 //
-// Dispatch: the AVX2 loops run when cpuIsa() (reduce.h) is kAvx2 or kAvx512 — AVX-512 has no
-// separate quantization loops yet — and the scalar loops otherwise; setCpuIsa() switches both
-// the reduction and the quantization kernels.
+// Dispatch: by cpuIsa() (reduce.h), chosen at run time from cpuid: the AVX-512 loops (F, BW, VL,
+// DQ) for kAvx512, the AVX2 loops for kAvx2, the scalar loops otherwise; setCpuIsa() switches
+// both the reduction and the quantization kernels.
 #pragma once
 
 #include <cstddef>

@@ -645,29 +645,30 @@ void visitQuantType(DataType t, F&& f) {
 
 class QuantizeIsaTest : public ::testing::TestWithParam<DataType> {};
 
-TEST_P(QuantizeIsaTest, Avx2IsBitIdenticalToScalar) {
-  if (!IsaScope(CpuIsa::kAvx2).ok()) GTEST_SKIP() << "this CPU or build has no AVX2 path";
-  const DataType t = GetParam();
+// Every kernel's output under `isa` equals the scalar path's, byte for byte, for every config
+// shape, group sizes below, at and above the vector widths, and counts with tails.
+void expectIsaMatchesScalar(DataType t, CpuIsa isa) {
   const char* names[] = {"quantize", "dequantize", "dequantizeAccumulate", "dequantizeReduce",
                          "dequantizeReduceQuantize"};
   for (uint32_t bits : {4u, 8u}) {
     for (bool asym : {false, true}) {
       for (bool stochastic : {false, true}) {
-        for (uint64_t group : {2u, 34u, 256u, 4096u}) {
-          for (size_t count : {size_t{1}, size_t{31}, size_t{33}, size_t(group * 5 + 7)}) {
+        for (uint64_t group : {2u, 34u, 64u, 256u, 4096u}) {
+          for (size_t count : {size_t{1}, size_t{31}, size_t{33}, size_t{97},
+                               size_t(group * 5 + 7)}) {
             const QuantConfig c = config(bits, group, asym, stochastic, 99);
-            std::vector<Bytes> scalar, avx2;
+            std::vector<Bytes> scalar, vec;
             visitQuantType(t, [&]<class T>() {
               {
                 IsaScope s(CpuIsa::kGeneric);
                 scalar = allOutputs<T>(t, c, count, count + group);
               }
-              IsaScope s(CpuIsa::kAvx2);
-              avx2 = allOutputs<T>(t, c, count, count + group);
+              IsaScope s(isa);
+              vec = allOutputs<T>(t, c, count, count + group);
             });
             for (size_t k = 0; k < scalar.size(); ++k) {
-              ASSERT_EQ(avx2[k], scalar[k])
-                  << names[k] << ", " << describe(c) << ", count " << count;
+              ASSERT_EQ(vec[k], scalar[k]) << cpuIsaName(isa) << " " << names[k] << ", "
+                                           << describe(c) << ", count " << count;
             }
           }
         }
@@ -676,9 +677,21 @@ TEST_P(QuantizeIsaTest, Avx2IsBitIdenticalToScalar) {
   }
 }
 
-// A stochastic piece whose element indices cross 2^32 (the AVX2 loop hands it to the scalar
+TEST_P(QuantizeIsaTest, Avx2IsBitIdenticalToScalar) {
+  if (!IsaScope(CpuIsa::kAvx2).ok()) GTEST_SKIP() << "this CPU or build has no AVX2 path";
+  expectIsaMatchesScalar(GetParam(), CpuIsa::kAvx2);
+}
+
+TEST_P(QuantizeIsaTest, Avx512IsBitIdenticalToScalar) {
+  if (!IsaScope(CpuIsa::kAvx512).ok()) {
+    GTEST_SKIP() << "this CPU or build has no AVX-512 (F, BW, VL, DQ) path";
+  }
+  expectIsaMatchesScalar(GetParam(), CpuIsa::kAvx512);
+}
+
+// A stochastic piece whose element indices cross 2^32 (the vector loops hand it to the scalar
 // one) still matches the scalar path and, cut at the crossing, the two halves.
-TEST(QuantizeIsa, IndicesAcrossTwoToThe32) {
+void expectCrossingMatchesScalar(CpuIsa isa) {
   const std::vector<float> x = gaussian(512, 2);
   const QuantConfig c = config(4, 64, false, true, 7);
   const uint64_t first = (uint64_t{1} << 32) - 256;
@@ -694,13 +707,21 @@ TEST(QuantizeIsa, IndicesAcrossTwoToThe32) {
     return qa;
   }();
   EXPECT_EQ(halves, scalar);
-  IsaScope s(CpuIsa::kAvx2);
-  if (!s.ok()) GTEST_SKIP() << "this CPU or build has no AVX2 path";
+  IsaScope s(isa);
+  if (!s.ok()) GTEST_SKIP() << "this CPU or build has no " << cpuIsaName(isa) << " path";
   EXPECT_EQ(quantized(x, DataType::kFloat32, c, first), scalar);
   const QuantConfig wide = config(4, 512, false, true, 7);  // one group across the boundary
-  const Bytes wideAvx2 = quantized(x, DataType::kFloat32, wide, first);
+  const Bytes wideVec = quantized(x, DataType::kFloat32, wide, first);
   IsaScope g(CpuIsa::kGeneric);
-  EXPECT_EQ(quantized(x, DataType::kFloat32, wide, first), wideAvx2);
+  EXPECT_EQ(quantized(x, DataType::kFloat32, wide, first), wideVec);
+}
+
+TEST(QuantizeIsa, IndicesAcrossTwoToThe32) {
+  expectCrossingMatchesScalar(CpuIsa::kAvx2);
+}
+
+TEST(QuantizeIsa, IndicesAcrossTwoToThe32Avx512) {
+  expectCrossingMatchesScalar(CpuIsa::kAvx512);
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, QuantizeIsaTest,
