@@ -263,9 +263,11 @@ StatusOr<std::shared_ptr<Request>> Communicator::collectiveAsync(CollArgs args) 
   auto req = std::allocate_shared<CollRequest>(pool::Allocator<CollRequest>(), this,
                                                std::move(args));
   queue_.enqueue(req, now);
-  // A small call on a host window publishes its data now if it can (MPI-style progress at the
-  // call): its peers need not wait for this rank's wait or its progress thread's tick.
-  if (!now && window_) queue_.poke();
+  // A small call on a host window that nothing is queued ahead of publishes its data now if it
+  // can: its peers need not wait for this rank's wait or its progress thread's tick. Behind
+  // other calls it could not start anyway, and advancing those at every post costs a deep
+  // queue of posted calls more than it saves (they complete when waited for).
+  if (!now && window_ && queue_.queued() == 1) queue_.poke();
   return std::shared_ptr<Request>(std::move(req));
 }
 

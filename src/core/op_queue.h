@@ -100,6 +100,8 @@ class OpQueue {
   /// Advances queued operations, in order, while they complete without waiting. Never blocks:
   /// does nothing when another thread holds the execution lock.
   void poke();
+  /// Operations queued and not yet finished (the one running included).
+  size_t queued() const { return queued_.load(std::memory_order_acquire); }
   /// Fails every queued operation with `why` (abort).
   void failQueued(const Status& why);
   /// Held while an operation runs.
