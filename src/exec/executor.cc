@@ -247,7 +247,11 @@ Status Executor::awaitWindow(const sched::Step& s, size_t index, const Plan& pla
   return checkWindowHeader(s.peer, plan, id, env);
 }
 
-void Executor::bind(const Plan& plan, Bindings& bind, const OpIdentity& id, const ExecEnv& env) {
+Status Executor::bind(const Plan& plan, Bindings& bind, const OpIdentity& id,
+                      const ExecEnv& env) {
+  if (plan.window && !env.window)
+    return invalidUsage(describeCall(id, plan.schedule.algo.c_str()) +
+                        " runs through the host window, which this communicator does not have");
   if (bind.buf.size() < sched::kFirstUserBuf) bind.buf.resize(sched::kFirstUserBuf, nullptr);
   if (bind.bytes.size() < bind.buf.size()) bind.bytes.resize(bind.buf.size(), 0);
   buf_ = bind.buf.data();
@@ -255,16 +259,14 @@ void Executor::bind(const Plan& plan, Bindings& bind, const OpIdentity& id, cons
   bytes_[sched::kScratch] = plan.schedule.scratchBytes;
   if (plan.schedule.scratchBytes > 0 && buf_[sched::kScratch] == nullptr)
     buf_[sched::kScratch] = scratch(plan.schedule.scratchBytes);
-  if (plan.window && env.window)
+  if (plan.window)
     buf_[sched::kWindow] = env.window->region(env.rank, static_cast<int>(id.seq & 1));
+  return Status();
 }
 
 Status Executor::run(const Plan& plan, Bindings& bind, DataType dtype, ReduceOp op,
                      const OpIdentity& id, const ExecEnv& env) {
-  if (plan.window && !env.window)
-    return invalidUsage(describeCall(id, plan.schedule.algo.c_str()) +
-                        " runs through the host window, which this communicator does not have");
-  this->bind(plan, bind, id, env);
+  CHORUS_RETURN_IF_ERROR(this->bind(plan, bind, id, env));
   if (env.window && id.seq > 0) CHORUS_RETURN_IF_ERROR(enterWindow(plan, id, env));
   if (plan.sequential) {
     bool done = false;
@@ -283,10 +285,7 @@ Status Executor::runInParts(const Plan& plan, Bindings& bind, DataType dtype, Re
     return internalError(describeCall(id, plan.schedule.algo.c_str()) +
                          ": only a plan without message steps runs in parts");
   if (!resume) {
-    if (plan.window && !env.window)
-      return invalidUsage(describeCall(id, plan.schedule.algo.c_str()) +
-                          " runs through the host window, which this communicator does not have");
-    this->bind(plan, bind, id, env);
+    CHORUS_RETURN_IF_ERROR(this->bind(plan, bind, id, env));
     partEntered_ = false;
     partNext_ = 0;
   }

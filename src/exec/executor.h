@@ -118,7 +118,7 @@ class Executor {
     int peerIdx;
     int stagingSlot;  // -1 unless recvReduce
   };
-  void bind(const Plan& plan, Bindings& bind, const OpIdentity& id, const ExecEnv& env);
+  Status bind(const Plan& plan, Bindings& bind, const OpIdentity& id, const ExecEnv& env);
   Status enterWindow(const Plan& plan, const OpIdentity& id, const ExecEnv& env);
   // Runs steps from partNext_; without mayBlock, stops (*done false) at an await not yet met.
   Status runSequential(const Plan& plan, const OpIdentity& id, DataType dtype, ReduceOp op,

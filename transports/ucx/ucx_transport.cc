@@ -67,16 +67,9 @@ StatusOr<Endpoint> decode(const EndpointBlob& b) {
 bool sharedMemoryAllowed() {
   const char* tls = std::getenv("UCX_TLS");
   if (!tls || !*tls || tls[0] == '^') return true;
-  std::string list(tls);
-  size_t pos = 0;
-  while (pos <= list.size()) {
-    size_t end = list.find(',', pos);
-    if (end == std::string::npos) end = list.size();
-    const std::string item = list.substr(pos, end - pos);
+  for (const std::string& item : tlsItems(tls))
     for (const char* sm : {"all", "sm", "shm", "posix", "sysv", "cma", "knem", "xpmem"})
       if (item == sm) return true;
-    pos = end + 1;
-  }
   return false;
 }
 

@@ -35,20 +35,14 @@ bool namesRdmaTransport(const std::string& text) {
 
 // UCX_TLS limits UCX to tcp (and loopback "self"): no shared memory, no RDMA.
 bool tcpOnly(const char* tls) {
-  if (!tls || !*tls || tls[0] == '^') return false;
-  const std::string list(tls);
+  if (!tls || tls[0] == '^') return false;
   bool tcp = false;
-  size_t pos = 0;
-  while (pos <= list.size()) {
-    size_t end = list.find(',', pos);
-    if (end == std::string::npos) end = list.size();
-    const std::string item = list.substr(pos, end - pos);
+  for (const std::string& item : tlsItems(tls)) {
     if (item == "tcp") {
       tcp = true;
     } else if (item != "self") {
       return false;
     }
-    pos = end + 1;
   }
   return tcp;
 }
@@ -62,6 +56,20 @@ bool tcpOnly(const char* tls) {
 // eager there; larger ones keep the rendezvous, which bounds what an early message can make
 // the receiver buffer.
 constexpr const char* kTcpRndvThresh = "8M";
+
+std::vector<std::string> tlsItems(const char* tls) {
+  std::vector<std::string> items;
+  if (!tls || !*tls) return items;
+  const std::string list(tls);
+  size_t pos = 0;
+  while (pos <= list.size()) {
+    size_t end = list.find(',', pos);
+    if (end == std::string::npos) end = list.size();
+    items.push_back(list.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  return items;
+}
 
 uint64_t commBits(uint64_t commId) {
   uint64_t x = commId;

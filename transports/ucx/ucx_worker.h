@@ -29,6 +29,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "src/base/status.h"
 
@@ -100,6 +101,9 @@ struct LiveCounts {
 };
 LiveCounts liveCounts();
 void countEndpoint(int delta);
+
+/// The items of UCX_TLS's comma-separated list `tls` (empty for null or "").
+std::vector<std::string> tlsItems(const char* tls);
 
 /// Whether UCX sees an RDMA-class device (InfiniBand, RoCE: an rc, dc or ud transport) in this
 /// process; cached after the first call.
