@@ -20,7 +20,8 @@
 // largest call it has seen reaches its largest; not counted in --seconds), then the first
 // quarter of the run (the plan
 // cache fills towards its bound). After every batch the ranks agree whether to stop (rank 0
-// decides: --seconds or --ops reached); every --sample-seconds (0.5) they take a sample: the
+// decides: --seconds or --ops reached; a --seconds run goes on until it has six samples after
+// warm-up, however slow the machine); every --sample-seconds (0.5) they take a sample: the
 // largest resident set
 // (after malloc_trim, so freed heap does not count; private and shared apart), open descriptors
 // and threads of any rank, which rank 0 prints. The samples after warm-up must be flat: their
@@ -74,6 +75,9 @@ constexpr bool kJudgeMemory = true;
 #else
 constexpr bool kJudgeMemory = true;
 #endif
+
+// Samples after warm-up the usage check compares (two halves of at least three).
+constexpr size_t kMinSamples = 6;
 
 constexpr int kUsage = 2;
 constexpr uint8_t kPoison = 0xA5;
@@ -834,8 +838,13 @@ int run(int argc, char** argv) {
     int flags = 0;
     if (rank == 0) {
       const double t = elapsed();
-      const bool stopNow = (o.seconds > 0 && t >= o.seconds) || (o.ops > 0 && done >= o.ops);
-      const bool sampleNow = stopNow || t >= nextSample;
+      const bool due = (o.seconds > 0 && t >= o.seconds) || (o.ops > 0 && done >= o.ops);
+      // The usage check needs kMinSamples after warm-up: on a machine so loaded that a batch
+      // takes seconds the run goes on past its time, sampling after every batch, until it has
+      // them (the verdict must not depend on the machine's speed).
+      // (An --ops run stops at its count: it is the one a seed replays.)
+      const bool stopNow = due && (o.ops > 0 || samples.size() >= kMinSamples);
+      const bool sampleNow = due || t >= nextSample;
       const bool warmedUp = o.ops > 0 ? done * 4 >= o.ops : t * 4 >= o.seconds;
       if (sampleNow) nextSample = t + o.sampleSeconds;
       flags = (stopNow ? 1 : 0) | (sampleNow ? 2 : 0) | (warmedUp ? 4 : 0);
@@ -869,7 +878,7 @@ int run(int argc, char** argv) {
   std::string leak;
   Usage early, late;
   const size_t half = samples.size() / 2;
-  if (half >= 3) {
+  if (samples.size() >= kMinSamples) {
     auto medianRss = [](std::vector<Usage> v) {
       std::sort(v.begin(), v.end(),
                 [](const Usage& a, const Usage& b) { return a.anonBytes < b.anonBytes; });
@@ -893,9 +902,8 @@ int run(int argc, char** argv) {
               " MiB (slack " +
               std::to_string(o.rssSlackMiB) + " MiB);";
   } else if (rank == 0) {
-    std::printf("too few samples after warm-up (%zu, 6 needed) to compare usage: lower "
-                "--sample-seconds\n",
-                samples.size());
+    std::printf("too few samples after warm-up (%zu, %zu needed) to compare usage\n",
+                samples.size(), kMinSamples);
   }
   if (rank == 0) {
     std::string kinds;
