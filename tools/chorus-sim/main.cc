@@ -23,6 +23,7 @@
 #include "src/cost/cost_model.h"
 #include "src/topology/placement.h"
 #include "tools/chorus-sim/constants.h"
+#include "tools/chorus-sim/init_model.h"
 #include "tools/chorus-sim/machine.h"
 #include "tools/chorus-sim/scenario.h"
 
@@ -181,6 +182,20 @@ int main(int argc, char** argv) {
                  "what-if: override a constant for this run, name=value (repeatable; names as "
                  "--constants lists them; 0 for a rate means unlimited)");
   app.add_flag("--constants", showConstants, "print the device and link constants and exit");
+  bool init = false;
+  int initMax = 16384;
+  sim::InitSpec initSpec;
+  app.add_flag("--init", init,
+               "model communicator creation (bootstrap store, eager vs lazy connections) for 8 "
+               "to --init-max ranks, -n per host (default 8), and exit");
+  app.add_option("--init-max", initMax, "--init: largest rank count (default 16384)")
+      ->check(CLI::Range(8, 1 << 20));
+  app.add_option("--store-gbps", initSpec.storeGbps,
+                 "--init: the store host's NIC, Gb/s (default 25)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--record-bytes", initSpec.recordBytes,
+                 "--init: a serialized PeerInfo, bytes (default 134, measured here)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -204,6 +219,16 @@ int main(int argc, char** argv) {
       return 2;
     }
     overridden += (overridden.empty() ? "" : ", ") + o;
+  }
+  if (init) {
+    if (perHost > 0) initSpec.ranksPerHost = perHost;
+    auto rows = sim::modelInit(initSpec, initMax);
+    if (!rows.ok()) {
+      std::fprintf(stderr, "chorus-sim: %s\n", rows.status().message().c_str());
+      return 1;
+    }
+    std::printf("%s", sim::initTable(initSpec, *rows).c_str());
+    return 0;
   }
   if (showConstants) {
     std::printf("%s", sim::constantsTable(k).c_str());
