@@ -182,6 +182,9 @@ int main(int argc, char** argv) {
                  "what-if: override a constant for this run, name=value (repeatable; names as "
                  "--constants lists them; 0 for a rate means unlimited)");
   app.add_flag("--constants", showConstants, "print the device and link constants and exit");
+  bool vsModel = false;
+  app.add_flag("--vs-model", vsModel,
+               "also print the cost model's prediction for each row (what the tuner uses)");
   bool init = false;
   int initMax = 16384;
   sim::InitSpec initSpec;
@@ -327,6 +330,10 @@ int main(int argc, char** argv) {
                   chorus::cost::usText(out->timeUs).c_str(), out->algbwGBps, out->busbwGBps,
                   out->simulatedRanks, static_cast<unsigned long long>(out->steps),
                   static_cast<unsigned long long>(out->result.flows));
+      if (vsModel)
+        std::printf("%12s  cost model %s, simulated / model %.2f\n", "",
+                    chorus::cost::usText(out->modelUs).c_str(),
+                    out->modelUs > 0 ? out->timeUs / out->modelUs : 0.0);
       if (csv)
         std::fprintf(csv, "%s,%d,%d,%d,%llu,%s,%.6f,%.6f,%.6f,%d,%s,%llu,%llu\n",
                      collName.c_str(), machine->nranks(), machine->hosts(),

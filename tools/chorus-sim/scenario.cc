@@ -118,6 +118,15 @@ StatusOr<Outcome> runCase(const Machine& machine, const Case& c, const EngineOpt
                              " cannot run on this machine: " + (why ? why : "needs unmet") +
                              (info->needs == algo::Needs::kOneSided ? " (try --one-sided)" : ""));
   }
+  {  // As tune::choose prices a candidate (tuner.cc inputFor / bytesOf).
+    cost::CostInput in = platform.cost;
+    in.nranks = platform.nranks;
+    in.roundBytes = platform.window.roundBytes;
+    in.chunkBytes = std::max<uint64_t>(1, d.chunkBytes);
+    in.packedRatio = sched::packedRatio(d);
+    out.modelUs = tune::predictUs(cost::defaultCostModel(), *info, d.count * d.elemSize,
+                                  cost::normalized(in));
+  }
   // The call's config matters to quantized algorithms only (an unquantized one, named or the
   // tuner's choice, moves the call's type as it is).
   if (!info->quantized) d.quant.reset();
