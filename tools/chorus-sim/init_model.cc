@@ -169,31 +169,37 @@ StatusOr<std::vector<InitRow>> modelInit(const InitSpec& spec, int maxRanks) {
 std::string initTable(const InitSpec& spec, const std::vector<InitRow>& rows) {
   std::string t;
   char line[320];
-  std::snprintf(line, sizeof line,
-                "%6s %9s %9s %9s %9s %9s %9s | %6s %4s %9s %9s | %5s %4s | %8s\n", "ranks",
-                "gather rq", "reply", "store out", "NIC time", "keys time", "store mem",
-                "socks", "fds", "dial time", "buffers", "peers", "sock", "beats/s");
-  t += "       store: one rank's gather request and reply; both gathers   | eager, per rank"
-       "                 | lazy, per rank  | per host\n";
+  std::snprintf(line, sizeof line, "%6s %8s %8s %8s %8s %8s | %5s %4s %8s %8s | %5s | %7s\n",
+                "ranks", "gather", "out", "NIC", "keys", "memory", "socks", "fds", "dials",
+                "buffers", "lazy", "beats/s");
+  t += "       store: a rank's request; both gathers  | eager, per rank              "
+       "| rank  | host\n";
   t += line;
   for (const InitRow& r : rows) {
-    std::snprintf(
-        line, sizeof line, "%6d %9s %9s %9s %9s %9s %9s | %6d %4s %9s %9s | %5d %4d | %8.0f\n",
-        r.ranks, bytesText(static_cast<double>(r.gatherRequest)).c_str(),
-        bytesText(static_cast<double>(r.gatherReply)).c_str(), bytesText(r.storeOutBytes).c_str(),
-        timeText(r.storeNicUs).c_str(), timeText(r.storeKeysUs).c_str(),
-        bytesText(r.storePeakBytes).c_str(), r.eagerSockets,
-        static_cast<uint64_t>(r.eagerSockets) + kOtherFds > spec.fdLimit ? "over" : "ok",
-        timeText(r.eagerDialUs).c_str(), bytesText(r.eagerBufferBytes).c_str(), r.lazyPeers,
-        r.lazySockets, r.heartbeatsPerHostS);
+    char lazy[16];
+    std::snprintf(lazy, sizeof lazy, "%d/%d", r.lazyPeers, r.lazySockets);
+    std::snprintf(line, sizeof line,
+                  "%6d %8s %8s %8s %8s %8s | %5d %4s %8s %8s | %5s | %7.0f\n", r.ranks,
+                  bytesText(static_cast<double>(r.gatherRequest)).c_str(),
+                  bytesText(r.storeOutBytes).c_str(), timeText(r.storeNicUs).c_str(),
+                  timeText(r.storeKeysUs).c_str(), bytesText(r.storePeakBytes).c_str(),
+                  r.eagerSockets,
+                  static_cast<uint64_t>(r.eagerSockets) + kOtherFds > spec.fdLimit ? "over" : "ok",
+                  timeText(r.eagerDialUs).c_str(), bytesText(r.eagerBufferBytes).c_str(), lazy,
+                  r.heartbeatsPerHostS);
     t += line;
   }
-  char notes[600];
+  char notes[800];
   std::snprintf(notes, sizeof notes,
-                "record %llu B, vote %llu B; store NIC %g Gb/s, %g ns per key (assumed); dial "
-                "%g us each, one after the other; buffers: send + receive per socket at "
-                "min(2 x %llu, 2 x %llu) B each, if all fill; fds: 'over' when the sockets "
-                "and %llu others pass a soft limit of %llu; lazy: peers of",
+                "gather: one rank's PeerInfo request (record %llu B; votes %llu B)\n"
+                "out: bytes the store sends; NIC: at %g Gb/s; keys: at %g ns per key "
+                "(assumed)\n"
+                "memory: the store's when it answers gather #1\n"
+                "dials: %g us each, one after the other; buffers: send + receive per socket,\n"
+                "  min(2 x %llu, 2 x %llu) B each, if all fill\n"
+                "fds: 'over' when the sockets and %llu others pass a soft limit of %llu\n"
+                "beats/s: heartbeats a host receives\n"
+                "lazy: peers/sockets per rank for",
                 static_cast<unsigned long long>(spec.recordBytes),
                 static_cast<unsigned long long>(spec.voteBytes), spec.storeGbps, spec.storeKeyNs,
                 spec.dialUs, static_cast<unsigned long long>(spec.socketBufferBytes),
