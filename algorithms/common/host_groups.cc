@@ -39,11 +39,17 @@ HostGroups hostGroups(const sched::CollDesc& d, int nranks) {
   g.local.assign(n, 0);
   const bool known = d.hostOf.size() == n;
   std::map<int, int> index;  // caller's host id -> group, in order of first (lowest) rank
+  // Consecutive ranks mostly share a host: the map is asked only when the id changes (every
+  // plan of a job builds this, so with n plans a lookup per rank costs n^2 log(hosts)).
+  int lastId = 0, h = -1;
   for (int r = 0; r < nranks; ++r) {
     const int id = known ? d.hostOf[static_cast<size_t>(r)] : 0;
-    auto [it, added] = index.emplace(id, g.numHosts());
-    if (added) g.ranks.emplace_back();
-    const int h = it->second;
+    if (h < 0 || id != lastId) {
+      auto [it, added] = index.emplace(id, g.numHosts());
+      if (added) g.ranks.emplace_back();
+      h = it->second;
+      lastId = id;
+    }
     g.host[static_cast<size_t>(r)] = h;
     g.local[static_cast<size_t>(r)] = static_cast<int>(g.ranks[static_cast<size_t>(h)].size());
     g.ranks[static_cast<size_t>(h)].push_back(r);

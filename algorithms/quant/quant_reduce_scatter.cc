@@ -189,8 +189,12 @@ void twoHopReduceScatter(QuantBuild& b, const HostGroups& g, const Sink& sink) {
   const int h = g.hostOf(r), l = g.localOf(r);
   sched::Schedule& s = b.s;
   g.addHostPeers(s, r);
-  for (int hh = 0; hh < H; ++hh)
-    if (hh != h) s.addPeer(g.at(hh, l));
+  // Other hosts are visited from the own host on (h + 1, h + 2, ...), here and in both hops'
+  // loops below: every host then runs host 0's schedule with its peers moved by whole hosts
+  // (the symmetry chorus-sim folds by), and hop 1 / hop 2 do not all start at host 0. The
+  // sums are unaffected: their order is set by the slots (local rank, host), not by this.
+  auto hostAt = [&](int t) { return (h + t) % H; };
+  for (int t = 1; t < H; ++t) s.addPeer(g.at(hostAt(t), l));
   auto slice = [&](int p) -> const PackedSlice& { return b.slices[static_cast<size_t>(p)]; };
   const PackedSlice& mine = slice(r);
   // Hop 1's outgoing blocks: one per destination another host-mate serves.
@@ -222,8 +226,8 @@ void twoHopReduceScatter(QuantBuild& b, const HostGroups& g, const Sink& sink) {
   };
   for (uint64_t j = 0; j < b.maxChunks(); ++j) {
     // Hop 1: every destination's chunk, quantized, to the host-mate of its local rank.
-    for (int hh = 0; hh < H; ++hh)
-      for (int t = 0; t < L; ++t) {
+    for (int u = 0; u < H; ++u)
+      for (int t = 0, hh = hostAt(u); t < L; ++t) {
         const int k = (l + t) % L, dest = g.at(hh, k);
         const PackedSlice& ps = slice(dest);
         if (j >= ps.chunks()) continue;
@@ -234,7 +238,8 @@ void twoHopReduceScatter(QuantBuild& b, const HostGroups& g, const Sink& sink) {
         s.quantize(b.elems(kInput, c), q, c.count, b.stream(0, r, c.begin));
         if (k != l) s.send(g.at(h, k), q);
       }
-    for (int hh = 0; hh < H; ++hh) {
+    for (int u = 0; u < H; ++u) {
+      const int hh = hostAt(u);
       if (j >= slice(g.at(hh, l)).chunks()) continue;
       for (int t = 1; t < L; ++t) {
         const int k = (l + L - t) % L;
@@ -242,8 +247,8 @@ void twoHopReduceScatter(QuantBuild& b, const HostGroups& g, const Sink& sink) {
       }
     }
     // The host's sum of each served destination, re-quantized; hop 2 sends it to its owner.
-    for (int hh = 0; hh < H; ++hh) {
-      const int dest = g.at(hh, l);
+    for (int u = 0; u < H; ++u) {
+      const int hh = hostAt(u), dest = g.at(hh, l);
       const PackedSlice& ps = slice(dest);
       if (j >= ps.chunks()) continue;
       const Block c = ps.chunk(j);

@@ -26,7 +26,9 @@
 //
 // Tuner: small and medium all-reduces across many hosts, where the ring's 2(n-1) steps
 // dominate; large ones on few hosts want the ring or the hierarchical all-reduce.
+#include <array>
 #include <cmath>
+#include <vector>
 
 #include "algorithms/common/chunking.h"
 #include "algorithms/common/host_groups.h"
@@ -70,15 +72,37 @@ RankTree rankTree(const HostGroups& g, const std::array<NodeTree, 2>& trees, int
   return out;
 }
 
+// The host groups and the two trees depend only on the layout (hostOf, nranks), and every
+// rank's plan of a job builds them (chorus-sim builds thousands in a row): kept per thread for
+// the last layout seen, they are built once instead of once per plan.
+struct TreeShape {
+  int nranks = -1;
+  std::vector<int> hostOf;
+  HostGroups g;
+  std::array<NodeTree, 2> trees;
+};
+
+const TreeShape& treeShape(const sched::CollDesc& d, int nranks) {
+  thread_local TreeShape shape;
+  if (shape.nranks != nranks || shape.hostOf != d.hostOf) {
+    shape.g = hostGroups(d, nranks);
+    shape.trees = doubleBinaryTree(shape.g.numHosts() > 1 ? shape.g.numHosts() : nranks);
+    shape.hostOf = d.hostOf;
+    shape.nranks = nranks;
+  }
+  return shape;
+}
+
 }  // namespace
 
 sched::Schedule buildDoubleTreeAllReduce(const sched::CollDesc& d, int rank, int nranks) {
   sched::Schedule s = sameSizeSchedule("tree", d, nranks);
   if (nranks == 1) return s;
   const uint64_t es = d.elemSize;
-  const HostGroups g = hostGroups(d, nranks);
+  const TreeShape& shape = treeShape(d, nranks);
+  const HostGroups& g = shape.g;
   const bool overHosts = g.numHosts() > 1;
-  const std::array<NodeTree, 2> trees = doubleBinaryTree(overHosts ? g.numHosts() : nranks);
+  const std::array<NodeTree, 2>& trees = shape.trees;
   const RankTree mine[2] = {rankTree(g, trees, 0, rank, overHosts),
                             rankTree(g, trees, 1, rank, overHosts)};
   for (const RankTree& t : mine) {

@@ -50,10 +50,33 @@ struct Timer {
   bool operator>(const Timer& o) const { return at != o.at ? at > o.at : seq > o.seq; }
 };
 
+// What the simulation keeps of a plan's step, and the step's state, in one record: starting or
+// finishing a step touches one or two cache lines rather than one per array (at millions of
+// steps those misses are most of the run time). The plans themselves are dropped once read.
+struct StepRec {
+  uint64_t aBytes = 0;    // sched::Step::a.bytes
+  uint64_t dstBytes = 0;  // sched::Step::dst.bytes
+  double readyUs = -1, arrivedUs = -1, startUs = -1, doneUs = -1;
+  int64_t cause = -1, arrivedCause = -1, partner = -1;
+  uint64_t depBegin = 0;  // its dependents: dependents_[depBegin .. depBegin + depCount)
+  int32_t peer = -1;
+  uint32_t target = 0;
+  uint32_t pending = 0;   // dependencies not done yet
+  uint32_t depCount = 0;
+  int32_t rank = 0;
+  StepKind kind = StepKind::kCopy;
+};
+
+// What match() needs of a plan's peer: its message queues.
+struct PeerRec {
+  int rank = -1;
+  std::vector<uint32_t> sends, recvs;
+};
+
 class Sim {
  public:
-  Sim(const Machine& m, std::span<const exec::Plan* const> plans, const EngineOptions& o)
-      : m_(m), plans_(plans), opt_(o) {}
+  Sim(const Machine& m, int count, const PlanSource& source, const EngineOptions& o)
+      : m_(m), count_(count), source_(source), opt_(o) {}
 
   StatusOr<Result> run();
 
@@ -64,16 +87,14 @@ class Sim {
     int64_t cause;
   };
 
-  int rankOf(int64_t g) const { return rankOfStep_[static_cast<size_t>(g)]; }
-  const sched::Step& stepOf(int64_t g, int* rank = nullptr) const {
-    const int r = rankOf(g);
-    if (rank) *rank = r;
-    return plans_[static_cast<size_t>(r)]
-        ->schedule.steps[static_cast<size_t>(g - offset_[static_cast<size_t>(r)])];
+  int rankOf(int64_t g) const { return steps_[static_cast<size_t>(g)].rank; }
+  const StepRec& stepOf(int64_t g, int* rank = nullptr) const {
+    if (rank) *rank = rankOf(g);
+    return steps_[static_cast<size_t>(g)];
   }
   std::string where(int64_t g) const {
     int r = 0;
-    const sched::Step& s = stepOf(g, &r);
+    const StepRec& s = stepOf(g, &r);
     std::string w = "rank " + std::to_string(r) + " step " +
                     std::to_string(g - offset_[static_cast<size_t>(r)]) + " (" +
                     sched::stepKindName(s.kind);
@@ -81,6 +102,7 @@ class Sim {
     return w + ")";
   }
 
+  Status load();
   Status match();
   // The route from `src` to `dst`; folded, its resources are host 0's copies.
   Route routeOf(int src, int dst) const {
@@ -103,7 +125,8 @@ class Sim {
   void shareRates();
 
   const Machine& m_;
-  std::span<const exec::Plan* const> plans_;
+  int count_;  // plans
+  const PlanSource& source_;
   EngineOptions opt_;
   bool fold_ = false;
   Fold foldKind_ = Fold::kNone;
@@ -111,10 +134,9 @@ class Sim {
   int localResources_ = 0;  // resources of one host
 
   std::vector<int64_t> offset_;  // first global step id of each rank, plus the total
-  std::vector<int32_t> rankOfStep_;
-  std::vector<uint32_t> pending_;
-  std::vector<double> readyUs_, arrivedUs_, startUs_, doneUs_;
-  std::vector<int64_t> cause_, arrivedCause_, partner_;
+  std::vector<StepRec> steps_;   // every rank's steps, by global id
+  std::vector<std::vector<PeerRec>> peers_;  // per rank, until match() has paired them
+  std::vector<uint32_t> dependents_;  // local step ids (of the same rank)
 
   std::vector<Flow> flows_;
   std::vector<int> freeFlows_;
@@ -142,15 +164,51 @@ class Sim {
   Result res_;
 };
 
+// Reads every plan from the source into steps_, peers_ and the dependents, and drops it.
+Status Sim::load() {
+  const size_t n = static_cast<size_t>(count_);
+  offset_.assign(1, 0);
+  peers_.assign(n, {});
+  for (size_t r = 0; r < n; ++r) {
+    CHORUS_ASSIGN_OR_RETURN(std::shared_ptr<const exec::Plan> plan,
+                            source_(static_cast<int>(r)));
+    if (!plan) return invalidArgument("simulate: no plan for rank " + std::to_string(r));
+    const auto& st = plan->schedule.steps;
+    offset_.push_back(offset_.back() + static_cast<int64_t>(st.size()));
+    if (r == 0) {  // most plans are about as long as the first: grow once, not by doubling
+      steps_.reserve(n * st.size());
+      dependents_.reserve(n * plan->dependents.size());
+    }
+    for (size_t i = 0; i < st.size(); ++i) {
+      const sched::Step& x = st[i];
+      StepRec rec;
+      rec.aBytes = x.a.bytes;
+      rec.dstBytes = x.dst.bytes;
+      rec.depBegin = dependents_.size() + plan->depStart[i] - plan->depStart[0];
+      rec.peer = x.peer;
+      rec.target = x.target;
+      rec.pending = plan->depCount[i];
+      rec.depCount = plan->depStart[i + 1] - plan->depStart[i];
+      rec.rank = static_cast<int32_t>(r);
+      rec.kind = x.kind;
+      steps_.push_back(rec);
+    }
+    for (const exec::Plan::Peer& p : plan->peers) peers_[r].push_back({p.rank, p.sends, p.recvs});
+    dependents_.insert(dependents_.end(), plan->dependents.begin() + plan->depStart[0],
+                       plan->dependents.begin() + plan->depStart[st.size()]);
+  }
+  return Status();
+}
+
 Status Sim::match() {
-  const size_t n = plans_.size();
+  const size_t n = static_cast<size_t>(count_);
   const int total = nranks_;
   std::vector<std::unordered_map<int, int>> slotOf(n);
   for (size_t r = 0; r < n; ++r)
-    for (size_t s = 0; s < plans_[r]->peers.size(); ++s)
-      slotOf[r][plans_[r]->peers[s].rank] = static_cast<int>(s);
+    for (size_t s = 0; s < peers_[r].size(); ++s)
+      slotOf[r][peers_[r][s].rank] = static_cast<int>(s);
   for (size_t r = 0; r < n; ++r) {
-    for (const exec::Plan::Peer& p : plans_[r]->peers) {
+    for (const PeerRec& p : peers_[r]) {
       // Folded, the peer's steps are those of its representative on host 0 (q = peer mod K),
       // talking to this rank shifted back by the peer's host.
       // Host hq's ranks are host 0's mapped by g_hq (engine.h); the receive is at
@@ -166,7 +224,7 @@ Status Sim::match() {
         return invalidArgument(pair + ": rank " + std::to_string(p.rank) +
                                " has no steps with rank " + std::to_string(r));
       }
-      const exec::Plan::Peer& back = plans_[q]->peers[static_cast<size_t>(it->second)];
+      const PeerRec& back = peers_[q][static_cast<size_t>(it->second)];
       if (p.sends.size() != back.recvs.size())
         return invalidArgument(pair + ": " + std::to_string(p.sends.size()) +
                                " messages sent, " + std::to_string(back.recvs.size()) +
@@ -174,15 +232,15 @@ Status Sim::match() {
       for (size_t k = 0; k < p.sends.size(); ++k) {
         const int64_t s = offset_[r] + p.sends[k];
         const int64_t d = offset_[q] + back.recvs[k];
-        const sched::Step& ss = stepOf(s);
-        const sched::Step& ds = stepOf(d);
+        const StepRec& ss = stepOf(s);
+        const StepRec& ds = stepOf(d);
         const bool zeroS = ss.kind == StepKind::kNotify, zeroD = ds.kind == StepKind::kWait;
-        if (zeroS != zeroD || (!zeroS && ss.a.bytes != ds.dst.bytes))
+        if (zeroS != zeroD || (!zeroS && ss.aBytes != ds.dstBytes))
           return invalidArgument(pair + ": message " + std::to_string(k) + " is " + where(s) +
-                                 " but " + where(d) + " (" + std::to_string(ss.a.bytes) +
-                                 " vs " + std::to_string(ds.dst.bytes) + " bytes)");
-        partner_[static_cast<size_t>(s)] = d;
-        partner_[static_cast<size_t>(d)] = s;
+                                 " but " + where(d) + " (" + std::to_string(ss.aBytes) +
+                                 " vs " + std::to_string(ds.dstBytes) + " bytes)");
+        steps_[static_cast<size_t>(s)].partner = d;
+        steps_[static_cast<size_t>(d)].partner = s;
       }
     }
   }
@@ -282,7 +340,7 @@ void Sim::bandwidthDone(int id) {
   switch (f.kind) {
     case FlowKind::kMessage: {
       actions_.push_back({true, f.step, -1});
-      addTimer(now_ + f.latencyUs, TimerKind::kDeliver, partner_[static_cast<size_t>(f.step)],
+      addTimer(now_ + f.latencyUs, TimerKind::kDeliver, steps_[static_cast<size_t>(f.step)].partner,
                f.step);
       auto q = connQueue_.find(f.conn);
       if (q != connQueue_.end() && !q->second.empty()) {
@@ -314,11 +372,11 @@ void Sim::memoryFlow(int64_t g, double bytes) {
 
 void Sim::receive(int64_t g) {
   const size_t i = static_cast<size_t>(g);
-  if (arrivedUs_[i] >= readyUs_[i]) cause_[i] = arrivedCause_[i];
-  startUs_[i] = now_;
-  const sched::Step& s = stepOf(g);
+  if (steps_[i].arrivedUs >= steps_[i].readyUs) steps_[i].cause = steps_[i].arrivedCause;
+  steps_[i].startUs = now_;
+  const StepRec& s = stepOf(g);
   if (s.kind == StepKind::kRecvReduce)
-    memoryFlow(g, opt_.reduceTraffic * static_cast<double>(s.dst.bytes));
+    memoryFlow(g, opt_.reduceTraffic * static_cast<double>(s.dstBytes));
   else
     actions_.push_back({true, g, -2});
 }
@@ -326,9 +384,9 @@ void Sim::receive(int64_t g) {
 void Sim::start(int64_t g, int64_t cause) {
   const size_t i = static_cast<size_t>(g);
   int r = 0;
-  const sched::Step& s = stepOf(g, &r);
-  readyUs_[i] = startUs_[i] = now_;
-  cause_[i] = cause;
+  const StepRec& s = stepOf(g, &r);
+  steps_[i].readyUs = steps_[i].startUs = now_;
+  steps_[i].cause = cause;
   switch (s.kind) {
     case StepKind::kSend:
     case StepKind::kNotify: {
@@ -336,7 +394,7 @@ void Sim::start(int64_t g, int64_t cause) {
       Flow f;
       f.kind = FlowKind::kMessage;
       f.step = g;
-      f.remaining = s.kind == StepKind::kSend ? static_cast<double>(s.a.bytes) : 0;
+      f.remaining = s.kind == StepKind::kSend ? static_cast<double>(s.aBytes) : 0;
       f.cap = route.cap;
       f.latencyUs = route.latencyUs;
       f.resources = std::move(route.resources);
@@ -348,7 +406,7 @@ void Sim::start(int64_t g, int64_t cause) {
     case StepKind::kRecv:
     case StepKind::kRecvReduce:
     case StepKind::kWait:
-      if (arrivedUs_[i] >= 0) receive(g);
+      if (steps_[i].arrivedUs >= 0) receive(g);
       break;
     case StepKind::kGet:
     case StepKind::kGetReduce: {
@@ -356,7 +414,7 @@ void Sim::start(int64_t g, int64_t cause) {
       Flow f;
       f.kind = FlowKind::kGet;
       f.step = g;
-      f.remaining = static_cast<double>(s.a.bytes);
+      f.remaining = static_cast<double>(s.aBytes);
       f.cap = route.cap;
       f.latencyUs = route.latencyUs;
       f.resources = std::move(route.resources);
@@ -364,15 +422,15 @@ void Sim::start(int64_t g, int64_t cause) {
       break;
     }
     case StepKind::kCopy:
-      memoryFlow(g, opt_.copyTraffic * static_cast<double>(s.dst.bytes));
+      memoryFlow(g, opt_.copyTraffic * static_cast<double>(s.dstBytes));
       break;
     case StepKind::kReduce:
-      memoryFlow(g, opt_.reduceTraffic * static_cast<double>(s.dst.bytes));
+      memoryFlow(g, opt_.reduceTraffic * static_cast<double>(s.dstBytes));
       break;
     case StepKind::kQuantize:
     case StepKind::kDequantize:
     case StepKind::kRequantize:
-      memoryFlow(g, opt_.quantTraffic * static_cast<double>(s.a.bytes + s.dst.bytes));
+      memoryFlow(g, opt_.quantTraffic * static_cast<double>(s.aBytes + s.dstBytes));
       break;
     case StepKind::kSignal:
       signals_[static_cast<size_t>(r)].push_back(g);
@@ -383,8 +441,8 @@ void Sim::start(int64_t g, int64_t cause) {
       const auto& sig = signals_[static_cast<size_t>(s.peer)];
       if (sig.size() >= s.target) {
         const int64_t by = sig[s.target - 1];
-        const double at = doneUs_[static_cast<size_t>(by)] + m_.route(s.peer, r).latencyUs;
-        if (at > now_) cause_[i] = by;
+        const double at = steps_[static_cast<size_t>(by)].doneUs + m_.route(s.peer, r).latencyUs;
+        if (at > now_) steps_[i].cause = by;
         addTimer(std::max(at, now_), TimerKind::kAwaitDone, g, at > now_ ? by : cause);
       } else {
         waiters_[static_cast<size_t>(s.peer)].push_back(g);
@@ -399,7 +457,7 @@ void Sim::signalDone(int rank) {
   const auto& sig = signals_[static_cast<size_t>(rank)];
   for (size_t k = 0; k < w.size();) {
     int r = 0;
-    const sched::Step& s = stepOf(w[k], &r);
+    const StepRec& s = stepOf(w[k], &r);
     if (sig.size() >= s.target) {
       const int64_t by = sig[s.target - 1];
       addTimer(now_ + m_.route(rank, r).latencyUs, TimerKind::kAwaitDone, w[k], by);
@@ -413,15 +471,13 @@ void Sim::signalDone(int rank) {
 
 void Sim::finish(int64_t g, int64_t cause) {
   const size_t i = static_cast<size_t>(g);
-  if (cause >= 0) cause_[i] = cause;
-  doneUs_[i] = now_;
-  int r = 0;
-  stepOf(g, &r);
-  const exec::Plan& p = *plans_[static_cast<size_t>(r)];
-  const uint32_t local = static_cast<uint32_t>(g - offset_[static_cast<size_t>(r)]);
-  for (uint32_t k = p.depStart[local]; k < p.depStart[local + 1]; ++k) {
-    const int64_t d = offset_[static_cast<size_t>(r)] + p.dependents[k];
-    if (--pending_[static_cast<size_t>(d)] == 0) actions_.push_back({false, d, g});
+  if (cause >= 0) steps_[i].cause = cause;
+  steps_[i].doneUs = now_;
+  const int64_t base = offset_[static_cast<size_t>(rankOf(g))];
+  const StepRec& done = steps_[i];
+  for (uint64_t k = done.depBegin; k < done.depBegin + done.depCount; ++k) {
+    const int64_t d = base + dependents_[k];
+    if (--steps_[static_cast<size_t>(d)].pending == 0) actions_.push_back({false, d, g});
   }
 }
 
@@ -529,7 +585,7 @@ void Sim::shareRates() {
 }
 
 StatusOr<Result> Sim::run() {
-  const size_t n = plans_.size();
+  const size_t n = static_cast<size_t>(count_);
   nranks_ = m_.nranks();
   localResources_ = m_.localResources();
   foldKind_ = opt_.fold;
@@ -548,22 +604,8 @@ StatusOr<Result> Sim::run() {
     return invalidArgument("simulate: " + std::to_string(n) + " plans for a machine of " +
                            std::to_string(m_.nranks()) + " ranks" +
                            (fold_ ? " folded by host (one plan per rank of a host)" : ""));
-  offset_.assign(n + 1, 0);
-  for (size_t r = 0; r < n; ++r)
-    offset_[r + 1] = offset_[r] + static_cast<int64_t>(plans_[r]->schedule.steps.size());
+  CHORUS_RETURN_IF_ERROR(load());
   const size_t total = static_cast<size_t>(offset_[n]);
-  rankOfStep_.resize(total);
-  for (size_t r = 0; r < n; ++r)
-    std::fill(rankOfStep_.begin() + offset_[r], rankOfStep_.begin() + offset_[r + 1],
-              static_cast<int32_t>(r));
-  pending_.resize(total);
-  readyUs_.assign(total, -1);
-  arrivedUs_.assign(total, -1);
-  startUs_.assign(total, -1);
-  doneUs_.assign(total, -1);
-  cause_.assign(total, -1);
-  arrivedCause_.assign(total, -1);
-  partner_.assign(total, -1);
   signals_.assign(static_cast<size_t>(nranks_), {});
   waiters_.assign(static_cast<size_t>(nranks_), {});
   const size_t nres = static_cast<size_t>(m_.numResources());
@@ -575,14 +617,9 @@ StatusOr<Result> Sim::run() {
   res_.resourceBytes.assign(nres, 0);
   res_.resourceBusyUs.assign(nres, 0);
   CHORUS_RETURN_IF_ERROR(match());
-
-  for (size_t r = 0; r < n; ++r) {
-    const exec::Plan& p = *plans_[r];
-    for (size_t i = 0; i < p.depCount.size(); ++i) {
-      pending_[static_cast<size_t>(offset_[r]) + i] = p.depCount[i];
-      if (p.depCount[i] == 0) actions_.push_back({false, offset_[r] + static_cast<int64_t>(i), -1});
-    }
-  }
+  peers_ = {};
+  for (size_t g = 0; g < total; ++g)
+    if (steps_[g].pending == 0) actions_.push_back({false, static_cast<int64_t>(g), -1});
 
   for (;;) {
     while (!actions_.empty()) {
@@ -626,14 +663,14 @@ StatusOr<Result> Sim::run() {
       const size_t i = static_cast<size_t>(tm.step);
       switch (tm.kind) {
         case TimerKind::kDeliver:
-          arrivedUs_[i] = now_;
-          arrivedCause_[i] = tm.cause;
-          if (readyUs_[i] >= 0) receive(tm.step);
+          steps_[i].arrivedUs = now_;
+          steps_[i].arrivedCause = tm.cause;
+          if (steps_[i].readyUs >= 0) receive(tm.step);
           break;
         case TimerKind::kReadArrived:
           if (stepOf(tm.step).kind == StepKind::kGetReduce)
             memoryFlow(tm.step,
-                       opt_.reduceTraffic * static_cast<double>(stepOf(tm.step).dst.bytes));
+                       opt_.reduceTraffic * static_cast<double>(stepOf(tm.step).dstBytes));
           else
             actions_.push_back({true, tm.step, -2});
           break;
@@ -648,7 +685,7 @@ StatusOr<Result> Sim::run() {
   res_.rankDoneUs.assign(static_cast<size_t>(nranks_), 0);
   for (size_t r = 0; r < n; ++r) {
     for (int64_t g = offset_[r]; g < offset_[r + 1]; ++g) {
-      const double d = doneUs_[static_cast<size_t>(g)];
+      const double d = steps_[static_cast<size_t>(g)].doneUs;
       if (d < 0) {
         if (stuckRanks++ < 4) stuck += (stuck.empty() ? "" : "; ") + where(g);
         break;
@@ -671,23 +708,23 @@ StatusOr<Result> Sim::run() {
   res_.timeUs = 0;
   int64_t last = -1;
   for (size_t g = 0; g < total; ++g)
-    if (last < 0 || doneUs_[g] > res_.timeUs) {
-      res_.timeUs = doneUs_[g];
+    if (last < 0 || steps_[g].doneUs > res_.timeUs) {
+      res_.timeUs = steps_[g].doneUs;
       last = static_cast<int64_t>(g);
     }
-  for (int64_t g = last; g >= 0; g = cause_[static_cast<size_t>(g)]) {
+  for (int64_t g = last; g >= 0; g = steps_[static_cast<size_t>(g)].cause) {
     int r = 0;
-    const sched::Step& s = stepOf(g, &r);
+    const StepRec& s = stepOf(g, &r);
     PathStep ps;
     ps.rank = r;
     ps.step = static_cast<uint32_t>(g - offset_[static_cast<size_t>(r)]);
     ps.kind = s.kind;
     ps.peer = s.peer;
     ps.bytes = isSendLike(s.kind) || s.kind == StepKind::kGet || s.kind == StepKind::kGetReduce
-                   ? s.a.bytes
-                   : s.dst.bytes;
-    ps.startUs = startUs_[static_cast<size_t>(g)];
-    ps.endUs = doneUs_[static_cast<size_t>(g)];
+                   ? s.aBytes
+                   : s.dstBytes;
+    ps.startUs = steps_[static_cast<size_t>(g)].startUs;
+    ps.endUs = steps_[static_cast<size_t>(g)].doneUs;
     res_.criticalPath.push_back(ps);
     if (res_.criticalPath.size() > total) break;  // a cycle would be a bug; do not hang
   }
@@ -706,10 +743,21 @@ const char* foldName(Fold f) {
   return "?";
 }
 
+StatusOr<Result> simulate(const Machine& machine, int count, const PlanSource& source,
+                          const EngineOptions& options) {
+  if (count < 0) return invalidArgument("simulate: " + std::to_string(count) + " plans");
+  Sim sim(machine, count, source, options);
+  return sim.run();
+}
+
 StatusOr<Result> simulate(const Machine& machine, std::span<const exec::Plan* const> plans,
                           const EngineOptions& options) {
-  Sim sim(machine, plans, options);
-  return sim.run();
+  const PlanSource source = [&](int r) -> StatusOr<std::shared_ptr<const exec::Plan>> {
+    // Not owned: the caller keeps the plans alive for the call.
+    return std::shared_ptr<const exec::Plan>(std::shared_ptr<const exec::Plan>(),
+                                             plans[static_cast<size_t>(r)]);
+  };
+  return simulate(machine, static_cast<int>(plans.size()), source, options);
 }
 
 }  // namespace chorus::sim

@@ -32,6 +32,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -94,6 +96,13 @@ struct Result {
 /// Fails when the plans do not fit together (a send without its receive, mismatched sizes) or
 /// deadlock, naming the ranks and steps involved.
 StatusOr<Result> simulate(const Machine& machine, std::span<const exec::Plan* const> plans,
+                          const EngineOptions& options = {});
+
+/// The same with the plans asked for one at a time, rank 0 first: the engine keeps what it
+/// replays of each (about 100 bytes per step with its own state, against about 250 for a plan)
+/// and drops the plan before asking for the next, so an every-rank run never holds them all.
+using PlanSource = std::function<StatusOr<std::shared_ptr<const exec::Plan>>(int rank)>;
+StatusOr<Result> simulate(const Machine& machine, int count, const PlanSource& source,
                           const EngineOptions& options = {});
 
 }  // namespace chorus::sim

@@ -23,6 +23,7 @@
 #include "src/cost/cost_model.h"
 #include "src/topology/placement.h"
 #include "tools/chorus-sim/constants.h"
+#include "tools/chorus-sim/init_model.h"
 #include "tools/chorus-sim/machine.h"
 #include "tools/chorus-sim/scenario.h"
 
@@ -181,6 +182,23 @@ int main(int argc, char** argv) {
                  "what-if: override a constant for this run, name=value (repeatable; names as "
                  "--constants lists them; 0 for a rate means unlimited)");
   app.add_flag("--constants", showConstants, "print the device and link constants and exit");
+  bool vsModel = false;
+  app.add_flag("--vs-model", vsModel,
+               "also print the cost model's prediction for each row (what the tuner uses)");
+  bool init = false;
+  int initMax = 16384;
+  sim::InitSpec initSpec;
+  app.add_flag("--init", init,
+               "model communicator creation (bootstrap store, eager vs lazy connections) for 8 "
+               "to --init-max ranks, -n per host (default 8), and exit");
+  app.add_option("--init-max", initMax, "--init: largest rank count (default 16384)")
+      ->check(CLI::Range(8, 1 << 20));
+  app.add_option("--store-gbps", initSpec.storeGbps,
+                 "--init: the store host's NIC, Gb/s (default 25)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--record-bytes", initSpec.recordBytes,
+                 "--init: a serialized PeerInfo, bytes (default 134, measured here)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -204,6 +222,16 @@ int main(int argc, char** argv) {
       return 2;
     }
     overridden += (overridden.empty() ? "" : ", ") + o;
+  }
+  if (init) {
+    if (perHost > 0) initSpec.ranksPerHost = perHost;
+    auto rows = sim::modelInit(initSpec, initMax);
+    if (!rows.ok()) {
+      std::fprintf(stderr, "chorus-sim: %s\n", rows.status().message().c_str());
+      return 1;
+    }
+    std::printf("%s", sim::initTable(initSpec, *rows).c_str());
+    return 0;
   }
   if (showConstants) {
     std::printf("%s", sim::constantsTable(k).c_str());
@@ -302,6 +330,10 @@ int main(int argc, char** argv) {
                   chorus::cost::usText(out->timeUs).c_str(), out->algbwGBps, out->busbwGBps,
                   out->simulatedRanks, static_cast<unsigned long long>(out->steps),
                   static_cast<unsigned long long>(out->result.flows));
+      if (vsModel)
+        std::printf("%12s  cost model %s, simulated / model %.2f\n", "",
+                    chorus::cost::usText(out->modelUs).c_str(),
+                    out->modelUs > 0 ? out->timeUs / out->modelUs : 0.0);
       if (csv)
         std::fprintf(csv, "%s,%d,%d,%d,%llu,%s,%.6f,%.6f,%.6f,%d,%s,%llu,%llu\n",
                      collName.c_str(), machine->nranks(), machine->hosts(),

@@ -118,6 +118,15 @@ StatusOr<Outcome> runCase(const Machine& machine, const Case& c, const EngineOpt
                              " cannot run on this machine: " + (why ? why : "needs unmet") +
                              (info->needs == algo::Needs::kOneSided ? " (try --one-sided)" : ""));
   }
+  {  // As tune::choose prices a candidate (tuner.cc inputFor / bytesOf).
+    cost::CostInput in = platform.cost;
+    in.nranks = platform.nranks;
+    in.roundBytes = platform.window.roundBytes;
+    in.chunkBytes = std::max<uint64_t>(1, d.chunkBytes);
+    in.packedRatio = sched::packedRatio(d);
+    out.modelUs = tune::predictUs(cost::defaultCostModel(), *info, d.count * d.elemSize,
+                                  cost::normalized(in));
+  }
   // The call's config matters to quantized algorithms only (an unquantized one, named or the
   // tuner's choice, moves the call's type as it is).
   if (!info->quantized) d.quant.reset();
@@ -206,20 +215,23 @@ StatusOr<Outcome> runCase(const Machine& machine, const Case& c, const EngineOpt
                              " ranks needs every rank simulated (" + note + "), about " +
                              std::to_string(estimate) + " steps, over the limit of " +
                              std::to_string(c.maxSteps));
-    for (int r = K; r < n; ++r) {
-      CHORUS_ASSIGN_OR_RETURN(auto plan, build(r));
-      owned.push_back(std::move(plan));
+  }
+  // Host 0's plans are held; every other host's (every-rank runs) are built when the engine
+  // asks for them and dropped once it has read them.
+  const PlanSource source = [&](int r) -> StatusOr<std::shared_ptr<const exec::Plan>> {
+    std::shared_ptr<const exec::Plan> plan;
+    if (r < K) {
+      plan = std::move(owned[static_cast<size_t>(r)]);
+    } else {
+      CHORUS_ASSIGN_OR_RETURN(plan, build(r));
     }
-  }
-  std::vector<const exec::Plan*> plans;
-  for (const auto& p : owned) {
-    out.steps += p->schedule.steps.size();
-    plans.push_back(p.get());
-  }
-  out.simulatedRanks = static_cast<int>(plans.size());
+    out.steps += plan->schedule.steps.size();
+    return plan;
+  };
+  out.simulatedRanks = out.folded ? K : n;
   EngineOptions eo = options;
   eo.fold = out.fold;
-  CHORUS_ASSIGN_OR_RETURN(out.result, simulate(machine, plans, eo));
+  CHORUS_ASSIGN_OR_RETURN(out.result, simulate(machine, out.simulatedRanks, source, eo));
   out.timeUs = out.result.timeUs;
   if (out.timeUs > 0 && c.coll != Coll::kBarrier) {
     out.algbwGBps = static_cast<double>(c.sizeBytes) / (out.timeUs * 1e3);

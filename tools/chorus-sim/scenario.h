@@ -64,6 +64,9 @@ struct Outcome {
   std::string algo;  ///< what was built, "allreduce:ring" (a fallback names itself)
   std::string why;   ///< the tuner's reasoning, when it chose
   double timeUs = 0;
+  /// The cost model's prediction for the same algorithm, call and platform (what the tuner
+  /// compares, tune::choose's input), for the cross-check against the simulation.
+  double modelUs = 0;
   double algbwGBps = 0;
   double busbwGBps = 0;
   uint64_t steps = 0;  ///< steps simulated (over host 0's ranks when folded)

@@ -12,6 +12,7 @@
 #include "src/topology/placement.h"
 #include "tools/chorus-sim/constants.h"
 #include "tools/chorus-sim/engine.h"
+#include "tools/chorus-sim/init_model.h"
 #include "tools/chorus-sim/machine.h"
 #include "tools/chorus-sim/scenario.h"
 
@@ -636,6 +637,58 @@ TEST(SimNetwork, BadNetworksAreRefused) {
   net.hostsPerLeaf = -1;
   s = m.setNetwork(net, 0.5);
   EXPECT_NE(s.message().find("hosts per leaf"), std::string::npos) << s.message();
+}
+
+// The store frames of one all-gather by hand (store.h's layout): 2 ranks, a 90-byte record, call
+// 1. Request: frame header 8, op 1, own key (u32 length + "chorus/gather/1/0", 17) 21, value
+// (u64 length + 90) 98, u32 count 4, both keys 2 x 21 = 42: 174. Reply: header 8, status 1,
+// u32 count 4, 2 x (u64 length + 90): 209. (The same two sizes strace showed for chorus-run
+// -n 2 with CHORUS_TRANSPORT=tcp on the development machine.)
+TEST(SimInit, GatherFramesByHand) {
+  const GatherBytes g = gatherBytes(0, 2, 1, 90);
+  EXPECT_EQ(g.request, 174u);
+  EXPECT_EQ(g.reply, 209u);
+  // Rank 10's key has one more digit, and so its request one more byte.
+  EXPECT_EQ(gatherBytes(10, 12, 1, 90).request, gatherBytes(0, 12, 1, 90).request + 1);
+}
+
+// 16 ranks, 8 per host, 134-byte records. Store out: 16 hello replies of 9 bytes (144), 16 add
+// and 16 get replies of 17 (544), 16 PeerInfo replies of 13 + 16 x (8 + 134) = 2285 (36,560),
+// 16 vote replies of 13 + 16 x (8 + 12) = 333 (5,328): 42,576. Its memory at gather #1's answer:
+// the 16 replies, 36,560, plus the values it holds, 16 x 134 + 16 x 12 = 2,336: 38,896.
+// Eager: 8 sockets (the other host's ranks), 15 dials of 40 us; heartbeats every 0.5 s from 15
+// peers to each of 8 ranks: 240 per second. Lazy with the ring only: 2 peers, one of them on
+// the other host for each sampled rank (0: prev 15; 7: next 8; 8: prev 7; 15: next 0).
+TEST(SimInit, SixteenRanksByHand) {
+  InitSpec spec;
+  spec.lazyAlgos = {"allreduce:ring"};
+  auto rows = modelInit(spec, 16);
+  ASSERT_TRUE(rows.ok()) << rows.status().message();
+  ASSERT_EQ(rows->size(), 2u);
+  const InitRow& r = rows->back();
+  EXPECT_EQ(r.ranks, 16);
+  EXPECT_EQ(r.gatherReply, 2285u);
+  EXPECT_DOUBLE_EQ(r.storeOutBytes, 42576);
+  EXPECT_DOUBLE_EQ(r.storePeakBytes, 38896);
+  EXPECT_EQ(r.eagerSockets, 8);
+  EXPECT_DOUBLE_EQ(r.eagerDialUs, 600);
+  EXPECT_DOUBLE_EQ(r.heartbeatsPerHostS, 240);
+  EXPECT_EQ(r.lazyPeers, 2);
+  EXPECT_EQ(r.lazySockets, 1);
+  EXPECT_EQ(rows->front().eagerSockets, 0);  // 8 ranks: one host, shared memory only
+}
+
+TEST(SimInit, BadInputIsNamed) {
+  InitSpec spec;
+  spec.lazyAlgos = {"allreduce:nonesuch"};
+  auto rows = modelInit(spec, 16);
+  ASSERT_FALSE(rows.ok());
+  EXPECT_NE(rows.status().message().find("allreduce:nonesuch"), std::string::npos);
+  spec = InitSpec{};
+  spec.ranksPerHost = 32;
+  rows = modelInit(spec, 16);
+  ASSERT_FALSE(rows.ok());
+  EXPECT_NE(rows.status().message().find("ranks of one host"), std::string::npos);
 }
 
 }  // namespace
