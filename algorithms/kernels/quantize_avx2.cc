@@ -155,43 +155,66 @@ struct Avx2Ops {
     return _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
   }
 
-  // The per-group constants of the encoder, in registers. lane[v]: for the v-th vector of
-  // eight that encode32 codes, each lane's element offset from the first element, times the
-  // random keys' multiplier (stochastic rounding only).
+  // The per-group constants of the encoder, in registers. pair[v]: for the v-th vector of
+  // eight pair hashes that encode32 takes, each lane's pair offset from the first pair, times
+  // the random keys' multiplier (stochastic rounding only).
   struct EncodeConsts {
     __m256 inv, offset, low, high;
-    __m256i lane[4];
+    __m256i pair[2];
   };
 
-  // quant::scaled, then codeNearest or codeStochastic, on eight elements. counter: their
-  // indices' low halves mapped by the random keys (index * mult + add), the hash's input.
+  // quant::scaled, then codeNearest or codeStochastic, on eight elements. odd: their 2 r + 1
+  // (quant::randomOdd17), stochastic rounding only.
   template <class M>
-  CHORUS_TARGET_AVX2 static __m256i encode8(__m256 x, const EncodeConsts& k, __m256i counter) {
+  CHORUS_TARGET_AVX2 static __m256i encode8(__m256 x, const EncodeConsts& k, __m256i odd) {
     __m256 v = M::kAsymmetric ? _mm256_mul_ps(_mm256_sub_ps(x, k.offset), k.inv)
                               : _mm256_mul_ps(x, k.inv);
     v = _mm256_max_ps(v, k.low);
     if constexpr (!M::kStochastic) {
       return _mm256_cvtps_epi32(v);
     } else {
-      const __m256i h = mix32(counter);
-      const __m256 u = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(h, 8)),
-                                     _mm256_set1_ps(quant::kTwoToMinus24));
+      const __m256 u = _mm256_mul_ps(_mm256_cvtepi32_ps(odd),
+                                     _mm256_set1_ps(quant::kTwoToMinus17));
       const __m256 r = _mm256_floor_ps(_mm256_add_ps(v, u));
       return _mm256_cvttps_epi32(_mm256_min_ps(r, k.high));
     }
   }
 
-  // The codes of elements 0-31 at s, one per byte in element order. counter: element 0's
-  // index mapped by the random keys (see encode8); the others' are offset by k.lane.
+  // 2 r + 1 from 16 random bits r in each 32-bit lane.
+  CHORUS_TARGET_AVX2 static __m256i oddOf(__m256i r) {
+    return _mm256_or_si256(_mm256_slli_epi32(r, 1), _mm256_set1_epi32(1));
+  }
+
+  // The codes of elements 0-31 at s, one per byte in element order. counter: the affine map of
+  // pair 0 (element 0 is even), the others' offset by k.pair; stochastic rounding only.
   template <class M, class T>
   CHORUS_TARGET_AVX2 static __m256i encode32(const Bytes* s, const EncodeConsts& k,
                                              uint32_t counter) {
-    const __m256i base = _mm256_set1_epi32(int(counter));
     __m256 x[4];
     load16<T>(s, x[0], x[1]);
     load16<T>(s + 16 * sizeof(T), x[2], x[3]);
+    // odd[v]: 2 r + 1 of the elements of x[v]. Pair hash h0 covers elements 0-15, h1 16-31;
+    // element e's 16 bits are 16-bit word e % 16 of its hash.
+    __m256i odd[4] = {};
+    if constexpr (M::kStochastic) {
+      const __m256i base = _mm256_set1_epi32(int(counter));
+      const __m256i h0 = mix32(_mm256_add_epi32(base, k.pair[0]));
+      const __m256i h1 = mix32(_mm256_add_epi32(base, k.pair[1]));
+      if constexpr (std::is_same_v<T, Bfloat16>) {  // x: even, odd, even, odd elements
+        const __m256i low16 = _mm256_set1_epi32(0xffff);
+        odd[0] = oddOf(_mm256_and_si256(h0, low16));
+        odd[1] = oddOf(_mm256_srli_epi32(h0, 16));
+        odd[2] = oddOf(_mm256_and_si256(h1, low16));
+        odd[3] = oddOf(_mm256_srli_epi32(h1, 16));
+      } else {  // x: elements 0-7, 8-15, 16-23, 24-31
+        odd[0] = oddOf(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(h0)));
+        odd[1] = oddOf(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(h0, 1)));
+        odd[2] = oddOf(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(h1)));
+        odd[3] = oddOf(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(h1, 1)));
+      }
+    }
     __m256i q[4];
-    for (int v = 0; v < 4; ++v) q[v] = encode8<M>(x[v], k, _mm256_add_epi32(base, k.lane[v]));
+    for (int v = 0; v < 4; ++v) q[v] = encode8<M>(x[v], k, odd[v]);
     if constexpr (std::is_same_v<T, Bfloat16>) {
       // Even and odd elements (load16): put back in order, two 16-bit codes per 32-bit lane,
       // giving elements 0-15 (w0) and 16-31 (w1).
@@ -226,32 +249,24 @@ struct Avx2Ops {
   template <class M, class T>
   CHORUS_TARGET_AVX2 static void encode(const Bytes* src, size_t n, GroupParams p, uint64_t seed,
                                         Bytes* codes, uint64_t index) {
-    // The vector loop keeps one pair of random keys; a piece whose indices cross a multiple of
-    // 2^32 (once per 4 G elements of a stream) is left to the scalar loop.
-    if (n == 0 || (M::kStochastic && (index >> 32) != ((index + n - 1) >> 32))) {
-      ScalarOps::encode<M, T>(src, n, p, seed, codes, index);
-      return;
+    size_t i = 0;
+    if constexpr (M::kStochastic) {
+      if (!vectorStochastic<M, T>(src, n, p, seed, codes, index, i)) return;
     }
     EncodeConsts k{_mm256_set1_ps(p.inv), _mm256_set1_ps(p.offset), _mm256_set1_ps(M::kLow),
                    _mm256_set1_ps(M::kHigh), {}};
     quant::RandomKeys keys;
     if constexpr (M::kStochastic) {
-      keys = quant::randomKeys(seed, uint32_t(index >> 32));
-      // Element offsets of the four vectors of encode32 (load16's order), times mult.
-      const bool split = std::is_same_v<T, Bfloat16>;
-      const __m256i first = split ? _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)
-                                  : _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+      keys = quant::randomKeysFor(seed, index + i);
       const __m256i mult = _mm256_set1_epi32(int(keys.mult));
-      const uint32_t next[4] = {0, split ? 1u : 8u, 16, split ? 17u : 24u};
-      for (int v = 0; v < 4; ++v) {
-        k.lane[v] = _mm256_mullo_epi32(_mm256_add_epi32(first, _mm256_set1_epi32(int(next[v]))),
-                                       mult);
-      }
+      const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+      k.pair[0] = _mm256_mullo_epi32(lanes, mult);
+      k.pair[1] = _mm256_mullo_epi32(_mm256_add_epi32(lanes, _mm256_set1_epi32(8)), mult);
     }
-    const auto low = uint32_t(index);
-    size_t i = 0;
+    // The pair index of element i (even) is pair0 + i / 2.
+    const auto pair0 = uint32_t((index + i) >> 1) - uint32_t(i / 2);
     for (; i + 32 <= n; i += 32) {
-      const uint32_t counter = (low + uint32_t(i)) * keys.mult + keys.add;
+      const uint32_t counter = (pair0 + uint32_t(i / 2)) * keys.mult + keys.add;
       const __m256i bytes = encode32<M, T>(src + i * sizeof(T), k, counter);
       if constexpr (M::kBits == 8) {
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes + i), bytes);

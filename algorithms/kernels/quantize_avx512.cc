@@ -137,29 +137,33 @@ struct Avx512Ops {
     return _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
   }
 
-  // The per-group constants of the encoder. lane[v]: each lane's element offset within the
-  // v-th vector of load32, times the random keys' multiplier (stochastic rounding only).
+  // The per-group constants of the encoder. pair: each lane's pair offset (0-15) times the
+  // random keys' multiplier (stochastic rounding only).
   struct EncodeConsts {
     __m512 inv, offset, low, high;
-    __m512i lane[2];
+    __m512i pair;
   };
 
   // Avx2Ops::encode8 on sixteen elements.
   template <class M>
-  CHORUS_TARGET_AVX512 static __m512i encode16(__m512 x, const EncodeConsts& k, __m512i counter) {
+  CHORUS_TARGET_AVX512 static __m512i encode16(__m512 x, const EncodeConsts& k, __m512i odd) {
     __m512 v = M::kAsymmetric ? _mm512_mul_ps(_mm512_sub_ps(x, k.offset), k.inv)
                               : _mm512_mul_ps(x, k.inv);
     v = _mm512_max_ps(v, k.low);
     if constexpr (!M::kStochastic) {
       return _mm512_cvtps_epi32(v);
     } else {
-      const __m512i h = mix32(counter);
-      const __m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(h, 8)),
-                                     _mm512_set1_ps(quant::kTwoToMinus24));
+      const __m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(odd),
+                                     _mm512_set1_ps(quant::kTwoToMinus17));
       const __m512 r = _mm512_roundscale_ps(_mm512_add_ps(v, u),
                                             _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
       return _mm512_cvttps_epi32(_mm512_min_ps(r, k.high));
     }
+  }
+
+  // 2 r + 1 from 16 random bits r in each 32-bit lane.
+  CHORUS_TARGET_AVX512 static __m512i oddOf(__m512i r) {
+    return _mm512_or_si512(_mm512_slli_epi32(r, 1), _mm512_set1_epi32(1));
   }
 
   // The codes of 32 elements (a, b as load32 gives them) stored at codes: 32 bytes (8 bits) or
@@ -190,37 +194,39 @@ struct Avx512Ops {
   template <class M, class T>
   CHORUS_TARGET_AVX512 static void encode(const Bytes* src, size_t n, GroupParams p,
                                           uint64_t seed, Bytes* codes, uint64_t index) {
-    // One pair of random keys per vector loop, as in Avx2Ops::encode.
-    if (n == 0 || (M::kStochastic && (index >> 32) != ((index + n - 1) >> 32))) {
-      ScalarOps::encode<M, T>(src, n, p, seed, codes, index);
-      return;
+    size_t i = 0;
+    if constexpr (M::kStochastic) {
+      if (!vectorStochastic<M, T>(src, n, p, seed, codes, index, i)) return;
     }
     EncodeConsts k{_mm512_set1_ps(p.inv), _mm512_set1_ps(p.offset), _mm512_set1_ps(M::kLow),
                    _mm512_set1_ps(M::kHigh), {}};
     quant::RandomKeys keys;
     if constexpr (M::kStochastic) {
-      keys = quant::randomKeys(seed, uint32_t(index >> 32));
-      const __m512i mult = _mm512_set1_epi32(int(keys.mult));
+      keys = quant::randomKeysFor(seed, index + i);
       const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14,
                                               15);
-      if constexpr (std::is_same_v<T, Bfloat16>) {  // even, then odd elements
-        const __m512i even = _mm512_add_epi32(lanes, lanes);
-        k.lane[0] = _mm512_mullo_epi32(even, mult);
-        k.lane[1] = _mm512_mullo_epi32(_mm512_add_epi32(even, _mm512_set1_epi32(1)), mult);
-      } else {
-        k.lane[0] = _mm512_mullo_epi32(lanes, mult);
-        k.lane[1] = _mm512_mullo_epi32(_mm512_add_epi32(lanes, _mm512_set1_epi32(16)), mult);
-      }
+      k.pair = _mm512_mullo_epi32(lanes, _mm512_set1_epi32(int(keys.mult)));
     }
-    const auto low = uint32_t(index);
-    size_t i = 0;
+    // The pair index of element i (even) is pair0 + i / 2.
+    const auto pair0 = uint32_t((index + i) >> 1) - uint32_t(i / 2);
     for (; i + 32 <= n; i += 32) {
-      const __m512i base = _mm512_set1_epi32(int((low + uint32_t(i)) * keys.mult + keys.add));
       __m512 a, b;
       load32<T>(src + i * sizeof(T), a, b);
-      store32<M, T>(codes + M::payload(i),
-                    encode16<M>(a, k, _mm512_add_epi32(base, k.lane[0])),
-                    encode16<M>(b, k, _mm512_add_epi32(base, k.lane[1])));
+      // oddA, oddB: 2 r + 1 of a's and b's elements. The 16 pair hashes cover elements 0-31,
+      // element e's 16 bits being 16-bit word e of h.
+      __m512i oddA = _mm512_setzero_si512(), oddB = oddA;
+      if constexpr (M::kStochastic) {
+        const uint32_t counter = (pair0 + uint32_t(i / 2)) * keys.mult + keys.add;
+        const __m512i h = mix32(_mm512_add_epi32(_mm512_set1_epi32(int(counter)), k.pair));
+        if constexpr (std::is_same_v<T, Bfloat16>) {  // a even, b odd elements
+          oddA = oddOf(_mm512_and_si512(h, _mm512_set1_epi32(0xffff)));
+          oddB = oddOf(_mm512_srli_epi32(h, 16));
+        } else {  // a elements 0-15, b 16-31
+          oddA = oddOf(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)));
+          oddB = oddOf(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h, 1)));
+        }
+      }
+      store32<M, T>(codes + M::payload(i), encode16<M>(a, k, oddA), encode16<M>(b, k, oddB));
     }
     ScalarOps::encode<M, T>(src + i * sizeof(T), n - i, p, seed, codes + M::payload(i), index + i);
   }

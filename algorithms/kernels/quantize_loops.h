@@ -98,7 +98,7 @@ inline GroupParams paramsOf(const quant::Extent& e) {
 
 // ---- scalar loops --------------------------------------------------------------------------
 
-// The code of one element, with the random keys of its index's high half cached.
+// The code of one element, with the random keys of its pair index's high half cached.
 template <class M>
 class Encoder {
  public:
@@ -109,13 +109,13 @@ class Encoder {
     if constexpr (!M::kStochastic) {
       return quant::codeNearest(v);
     } else {
-      const auto indexHigh = uint32_t(index >> 32);
-      if (!haveKeys_ || indexHigh != keysHigh_) {
-        keys_ = quant::randomKeys(seed_, indexHigh);
-        keysHigh_ = indexHigh;
+      const auto pairHigh = uint32_t(index >> 33);
+      if (!haveKeys_ || pairHigh != keysHigh_) {
+        keys_ = quant::randomKeys(seed_, pairHigh);
+        keysHigh_ = pairHigh;
         haveKeys_ = true;
       }
-      return quant::codeStochastic(v, quant::uniform(keys_, uint32_t(index)), M::kHigh);
+      return quant::codeStochastic(v, quant::uniform(keys_, index), M::kHigh);
     }
   }
 
@@ -161,6 +161,29 @@ struct ScalarOps {
     }
   }
 };
+
+// Stochastic rounding's vector loops take 32 elements whose indices start a pair (even) and
+// whose pairs share their random keys. Before such a loop: with an odd first index, the first
+// element goes to the scalar loop (8 bits), or all of them (4 bits: the vector loop would start
+// mid-byte; pieces of a stream at even indices, the usual case, never meet this); a piece whose
+// pairs cross a multiple of 2^32 (once per 8 G elements of a stream) goes to the scalar loop.
+// Returns whether the vector loop runs, from element `first`.
+template <class M, class T>
+bool vectorStochastic(const Bytes* src, size_t n, GroupParams p, uint64_t seed, Bytes* codes,
+                      uint64_t index, size_t& first) {
+  first = 0;
+  if (n != 0 && (index & 1) != 0 && M::kBits == 8) {
+    ScalarOps::encode<M, T>(src, 1, p, seed, codes, index);
+    first = 1;
+  }
+  if (n <= first || ((index + first) & 1) != 0 ||
+      (index + first) >> 33 != (index + n - 1) >> 33) {
+    ScalarOps::encode<M, T>(src + first * sizeof(T), n - first, p, seed,
+                            codes + M::payload(first), index + first);
+    return false;
+  }
+  return true;
+}
 
 // ---- group drivers (ISA-neutral; flattened into each entry point) ----------------------------
 
