@@ -74,6 +74,24 @@ struct Avx512Ops {
     }
   }
 
+  // Elements 0, 2, ..., 30 (even) and 1, 3, ..., 31 (odd) rounded into T and stored in order.
+  template <class T>
+  CHORUS_TARGET_AVX512 static void storeEvenOdd(Bytes* p, __m512 even, __m512 odd) {
+    if constexpr (std::is_same_v<T, Bfloat16>) {
+      // One 32-bit lane per pair, the even element in the low half: no shuffle.
+      const __m512i w =
+          _mm512_or_si512(bfloat16Bits(even), _mm512_slli_epi32(bfloat16Bits(odd), 16));
+      _mm512_storeu_si512(p, w);
+    } else {
+      const __m512i low = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7,
+                                            23);
+      const __m512i high = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14,
+                                             30, 15, 31);
+      store16<T>(p, _mm512_permutex2var_ps(even, low, odd));
+      store16<T>(p + 16 * sizeof(T), _mm512_permutex2var_ps(even, high, odd));
+    }
+  }
+
   // As Avx2Ops::extent: four accumulators, lanes without NaN, so the order does not matter.
   template <class M, class T>
   CHORUS_TARGET_AVX512 static void extent(const Bytes* src, size_t n, quant::Extent& e) {
@@ -295,6 +313,24 @@ struct Avx512Ops {
       for (size_t s = 0; s < (kSources != 0 ? kSources : k); ++s) table[s] = valueTable<M>(p[s]);
     }
     size_t j = 0;
+    if constexpr (M::kBits == 4 && !kAccumulate) {
+      // A code byte holds an even and an odd element. Widened to one lane per byte, it looks
+      // up the even element's value by its low nibble (vpermps reads only the low 4 bits of an
+      // index) and, shifted down a nibble, the odd one's: per source, a widening, a shift and
+      // two lookups for 32 elements, where values16 takes five instructions for 16.
+      for (; j + 32 <= n; j += 32) {
+        __m512 even = _mm512_setzero_ps(), odd = even;
+        for (size_t s = 0; s < (kSources != 0 ? kSources : k); ++s) {
+          const __m512i x = _mm512_cvtepu8_epi32(
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes[s] + j / 2)));
+          const __m512 e = _mm512_permutexvar_ps(x, table[s]);
+          const __m512 o = _mm512_permutexvar_ps(_mm512_srli_epi32(x, 4), table[s]);
+          even = s == 0 ? e : _mm512_add_ps(even, e);
+          odd = s == 0 ? o : _mm512_add_ps(odd, o);
+        }
+        storeEvenOdd<Out>(out + j * sizeof(Out), even, odd);
+      }
+    }
     for (; j + 32 <= n; j += 32) {
       const __m512 a = sum16<M, kAccumulate, kSources>(codes, p, table, k, acc, j);
       const __m512 b = sum16<M, kAccumulate, kSources>(codes, p, table, k, acc, j + 16);
