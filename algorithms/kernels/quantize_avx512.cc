@@ -159,29 +159,31 @@ struct Avx512Ops {
   // random keys' multiplier (stochastic rounding only).
   struct EncodeConsts {
     __m512 inv, offset, low, high;
-    __m512i pair;
+    __m512i highCode, pair;
   };
 
-  // Avx2Ops::encode8 on sixteen elements.
+  // Avx2Ops::encode8 on sixteen elements, u: quant::uniform of each (stochastic rounding).
+  // floor, clamp and truncate are one conversion rounding down and an integer minimum here:
+  // v + u is finite and small (v is clamped below and NaN-free), so the code is the same.
   template <class M>
-  CHORUS_TARGET_AVX512 static __m512i encode16(__m512 x, const EncodeConsts& k, __m512i odd) {
+  CHORUS_TARGET_AVX512 static __m512i encode16(__m512 x, const EncodeConsts& k, __m512 u) {
     __m512 v = M::kAsymmetric ? _mm512_mul_ps(_mm512_sub_ps(x, k.offset), k.inv)
                               : _mm512_mul_ps(x, k.inv);
     v = _mm512_max_ps(v, k.low);
     if constexpr (!M::kStochastic) {
       return _mm512_cvtps_epi32(v);
     } else {
-      const __m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(odd),
-                                     _mm512_set1_ps(quant::kTwoToMinus17));
-      const __m512 r = _mm512_roundscale_ps(_mm512_add_ps(v, u),
-                                            _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-      return _mm512_cvttps_epi32(_mm512_min_ps(r, k.high));
+      const __m512i q = _mm512_cvt_roundps_epi32(_mm512_add_ps(v, u),
+                                                 _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+      return _mm512_min_epi32(q, k.highCode);
     }
   }
 
-  // 2 r + 1 from 16 random bits r in each 32-bit lane.
-  CHORUS_TARGET_AVX512 static __m512i oddOf(__m512i r) {
-    return _mm512_or_si512(_mm512_slli_epi32(r, 1), _mm512_set1_epi32(1));
+  // quant::uniform, (2 r + 1) 2^-17, from 16 random bits r at bits 7-22 of each lane (the
+  // others 0): the float 1 + u has mantissa r then a 1, and subtracting 1 is exact.
+  CHORUS_TARGET_AVX512 static __m512 uniformOf(__m512i r7) {
+    const __m512i onePlusU = _mm512_or_si512(r7, _mm512_set1_epi32(0x3f800040));
+    return _mm512_sub_ps(_mm512_castsi512_ps(onePlusU), _mm512_set1_ps(1.0f));
   }
 
   // The codes of 32 elements (a, b as load32 gives them) stored at codes: 32 bytes (8 bits) or
@@ -217,7 +219,7 @@ struct Avx512Ops {
       if (!vectorStochastic<M, T>(src, n, p, seed, codes, index, i)) return;
     }
     EncodeConsts k{_mm512_set1_ps(p.inv), _mm512_set1_ps(p.offset), _mm512_set1_ps(M::kLow),
-                   _mm512_set1_ps(M::kHigh), {}};
+                   _mm512_set1_ps(M::kHigh), _mm512_set1_epi32(int(M::kHigh)), {}};
     quant::RandomKeys keys;
     if constexpr (M::kStochastic) {
       keys = quant::randomKeysFor(seed, index + i);
@@ -230,21 +232,23 @@ struct Avx512Ops {
     for (; i + 32 <= n; i += 32) {
       __m512 a, b;
       load32<T>(src + i * sizeof(T), a, b);
-      // oddA, oddB: 2 r + 1 of a's and b's elements. The 16 pair hashes cover elements 0-31,
-      // element e's 16 bits being 16-bit word e of h.
-      __m512i oddA = _mm512_setzero_si512(), oddB = oddA;
+      // uA, uB: quant::uniform of a's and b's elements. The 16 pair hashes cover elements
+      // 0-31, element e's 16 bits being 16-bit word e of h.
+      __m512 uA = _mm512_setzero_ps(), uB = uA;
       if constexpr (M::kStochastic) {
         const uint32_t counter = (pair0 + uint32_t(i / 2)) * keys.mult + keys.add;
         const __m512i h = mix32(_mm512_add_epi32(_mm512_set1_epi32(int(counter)), k.pair));
         if constexpr (std::is_same_v<T, Bfloat16>) {  // a even, b odd elements
-          oddA = oddOf(_mm512_and_si512(h, _mm512_set1_epi32(0xffff)));
-          oddB = oddOf(_mm512_srli_epi32(h, 16));
+          const __m512i bits7to22 = _mm512_set1_epi32(0x7fff80);
+          uA = uniformOf(_mm512_and_si512(_mm512_slli_epi32(h, 7), bits7to22));
+          uB = uniformOf(_mm512_and_si512(_mm512_srli_epi32(h, 9), bits7to22));
         } else {  // a elements 0-15, b 16-31
-          oddA = oddOf(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)));
-          oddB = oddOf(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h, 1)));
+          uA = uniformOf(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)), 7));
+          uB = uniformOf(
+              _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h, 1)), 7));
         }
       }
-      store32<M, T>(codes + M::payload(i), encode16<M>(a, k, oddA), encode16<M>(b, k, oddB));
+      store32<M, T>(codes + M::payload(i), encode16<M>(a, k, uA), encode16<M>(b, k, uB));
     }
     ScalarOps::encode<M, T>(src + i * sizeof(T), n - i, p, seed, codes + M::payload(i), index + i);
   }
