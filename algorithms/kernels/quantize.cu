@@ -88,8 +88,8 @@ __device__ void encodeGroup(Bytes* record, size_t n, uint64_t seed, uint64_t ind
       return quant::codeNearest(v);
     } else {
       const uint64_t index = index0 + j;
-      const quant::RandomKeys keys = quant::randomKeys(seed, uint32_t(index >> 32));
-      return quant::codeStochastic(v, quant::uniform(keys, uint32_t(index)), high);
+      const quant::RandomKeys keys = quant::randomKeysFor(seed, index);
+      return quant::codeStochastic(v, quant::uniform(keys, index), high);
     }
   };
   if constexpr (kBits == 8) {

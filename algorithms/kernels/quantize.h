@@ -27,9 +27,10 @@
 // infinity gets an infinite scale and decodes to non-finite values (so an overflow stays
 // visible). Rounding:
 //   nearest      round to nearest, ties to even;
-//   stochastic   code = floor(x / scale + u), u uniform in [0, 1) in steps of 2^-24 from a
-//                counter-based generator keyed by (seed, element index), so the expected value
-//                of the decoded element is x (unbiased) and the result depends only on
+//   stochastic   code = floor(x / scale + u), u uniform in (0, 1) on the midpoints of 2^16
+//                steps, from a counter-based generator keyed by (seed, element index; one
+//                hash per pair of elements), so the expected value of the decoded element is x
+//                (unbiased, to 2^-17 of a step) and the result depends only on
 //                (input, config, element index) — never on threads, chunking or the ISA.
 // The element index of element k of a call is firstIndex + k; a caller that quantizes a stream
 // in pieces passes each piece's position so the pieces together equal one call (with pieces

@@ -264,12 +264,15 @@ CHORUS_HD inline GroupParams paramsOf(const Extent& e, uint32_t bits, bool asymm
 //
 // The random number for element i (its index in the stream being quantized, see quantize.h) is
 // a hash of (seed, i): no state, so the result depends neither on how the work is split nor on
-// the order it is done in. The hash is a 32-bit multiply-xorshift permutation (the "lowbias32"
-// constants from Chris Wellons' hash-prospector search) of an affine map of the index's low half,
-// m * i + a, whose odd multiplier m and addend a come from the seed (a also from the index's high
-// half): a bijection of the 2^32 indices for every key, so no two elements of a stretch share a
-// value. 32-bit operations only: AVX2 and GPUs multiply 32-bit lanes natively, and a vector loop
-// steps m * i by adding m * width.
+// the order it is done in. One hash serves a pair of elements, 2k and 2k + 1: its low 16 bits
+// go to the even element, its high 16 bits to the odd one (a vector loop hashes half as many
+// lanes as it rounds: the hash was most of the encoder's work). The hash is a 32-bit
+// multiply-xorshift permutation (the "lowbias32" constants from Chris Wellons' hash-prospector
+// search) of an affine map of the pair index's low half, m * k + a, whose odd multiplier m and
+// addend a come from the seed (a also from the pair index's high half): a bijection of the 2^32
+// pair indices for every key, so no two pairs of a stretch share a hash. 32-bit operations only:
+// AVX2 and GPUs multiply 32-bit lanes natively, and a vector loop steps m * k by adding
+// m * width.
 
 CHORUS_HD inline uint32_t mix32(uint32_t x) {
   x ^= x >> 16;
@@ -280,29 +283,44 @@ CHORUS_HD inline uint32_t mix32(uint32_t x) {
   return x;
 }
 
-/// The keys for the 2^32 indices that share indexHigh = i >> 32.
+/// The keys for the 2^32 pairs (2^33 elements) whose pair index k = i >> 1 has high half
+/// pairHigh = k >> 32.
 struct RandomKeys {
   uint32_t mult = 1;  ///< odd
   uint32_t add = 0;
 };
 
-CHORUS_HD inline RandomKeys randomKeys(uint64_t seed, uint32_t indexHigh) {
+CHORUS_HD inline RandomKeys randomKeys(uint64_t seed, uint32_t pairHigh) {
   const uint32_t a = mix32(uint32_t(seed >> 32) + 0x9e3779b9u);
   RandomKeys k;
   k.mult = mix32(uint32_t(seed) ^ a) | 1u;
-  k.add = mix32((indexHigh ^ k.mult) + 0x85ebca6bu);
+  k.add = mix32((pairHigh ^ k.mult) + 0x85ebca6bu);
   return k;
 }
 
-/// 24 random bits for the element whose index has low half indexLow.
-CHORUS_HD inline uint32_t randomBits24(RandomKeys k, uint32_t indexLow) {
-  return mix32(indexLow * k.mult + k.add) >> 8;
+/// The keys of element `index`'s pair.
+CHORUS_HD inline RandomKeys randomKeysFor(uint64_t seed, uint64_t index) {
+  return randomKeys(seed, uint32_t(index >> 33));
 }
 
-/// Uniform in [0, 1), in steps of 2^-24 (exact in float).
-inline constexpr float kTwoToMinus24 = 5.9604644775390625e-08f;
-CHORUS_HD inline float uniform(RandomKeys k, uint32_t indexLow) {
-  return mul(float(int32_t(randomBits24(k, indexLow))), kTwoToMinus24);
+/// The hash of the pair whose index has low half pairLow: 16 random bits for each element.
+CHORUS_HD inline uint32_t pairHash(RandomKeys k, uint32_t pairLow) {
+  return mix32(pairLow * k.mult + k.add);
+}
+
+/// 2 r + 1 for the 16 random bits r of element `index` (keys: randomKeysFor(seed, index)).
+CHORUS_HD inline uint32_t randomOdd17(RandomKeys k, uint64_t index) {
+  const uint32_t h = pairHash(k, uint32_t(index >> 1));
+  const uint32_t r = (index & 1) != 0 ? h >> 16 : h & 0xffffu;
+  return 2 * r + 1;
+}
+
+/// Uniform in (0, 1): (2 r + 1) 2^-17, the midpoints of 2^16 equal steps (exact in float).
+/// Midpoints, so that E[floor(v + u)] - v is within ±2^-17 of a step for every v and averages
+/// 0 over the fraction of v; the left ends, r 2^-16, would bias every code down by up to 2^-16.
+inline constexpr float kTwoToMinus17 = 7.62939453125e-06f;
+CHORUS_HD inline float uniform(RandomKeys k, uint64_t index) {
+  return mul(float(int32_t(randomOdd17(k, index))), kTwoToMinus17);
 }
 
 // ---- one element ---------------------------------------------------------------------------
@@ -316,9 +334,10 @@ CHORUS_HD inline float scaled(float x, GroupParams p, bool asymmetric, float low
   return atLeast(v, low);
 }
 
-/// Stochastic code: floor(v + u) with u uniform in [0, 1), so the code is ceil(v) with
-/// probability frac(v) and the expected code is v (up to the float rounding of v + u, a bias
-/// below 2^-20 of a step). v + u can reach high + 1 only by rounding, hence the clamp.
+/// Stochastic code: floor(v + u) with u uniform in (0, 1), so the code is ceil(v) with
+/// probability frac(v) and the expected code is v (up to the 2^-16 resolution of u, see
+/// uniform, and the float rounding of v + u, each below 2^-17 of a step). v + u can reach
+/// high + 1 only by rounding, hence the clamp.
 CHORUS_HD inline int32_t codeStochastic(float v, float u, float high) {
   return int32_t(atMost(floorOf(add(v, u)), high));
 }

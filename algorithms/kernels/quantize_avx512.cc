@@ -1,0 +1,402 @@
+// The AVX-512 (F, BW, VL, DQ) loops of the CPU quantization kernels, bit-identical to the
+// scalar ones (quantize_loops.h says how the files fit together).
+#include "algorithms/kernels/quantize_loops.h"
+
+#if CHORUS_QUANT_X86
+#include <immintrin.h>
+
+namespace chorus::kernels::quant_cpu {
+namespace {
+
+// ---- AVX-512 loops -------------------------------------------------------------------------
+//
+// Avx2Ops' operations, sixteen floats per instruction, in the same order. AVX-512 also narrows
+// 32-, 16- and 64-bit lanes to bytes in one instruction (vpmovdb, vpmovwb, vpmovqb), so the code
+// packing needs no pack-and-permute, and masks replace the blends. Tails go to ScalarOps.
+
+#define CHORUS_TARGET_AVX512 [[gnu::target("avx2,f16c,avx512f,avx512bw,avx512vl,avx512dq")]]
+
+// GCC 12's AVX-512 intrinsics fill the unused merge source with _mm512_undefined_ps(), a
+// self-initialized variable that -Wuninitialized reports once the intrinsic is inlined here.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+struct Avx512Ops {
+  template <class T>
+  CHORUS_TARGET_AVX512 static __m512 load16(const Bytes* p) {
+    if constexpr (std::is_same_v<T, float>) {
+      return _mm512_loadu_ps(p);
+    } else if constexpr (std::is_same_v<T, Float16>) {
+      return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    } else {
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+      return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
+  }
+
+  // Thirty-two elements: 0-15 in `a` and 16-31 in `b`, except bfloat16, where (as in
+  // Avx2Ops::load16) `a` gets the even elements and `b` the odd ones, widened without a shuffle.
+  template <class T>
+  CHORUS_TARGET_AVX512 static void load32(const Bytes* p, __m512& a, __m512& b) {
+    if constexpr (std::is_same_v<T, Bfloat16>) {
+      const __m512i x = _mm512_loadu_si512(p);
+      a = _mm512_castsi512_ps(_mm512_slli_epi32(x, 16));
+      b = _mm512_castsi512_ps(_mm512_and_si512(x, _mm512_set1_epi32(int(0xffff0000u))));
+    } else {
+      a = load16<T>(p);
+      b = load16<T>(p + 16 * sizeof(T));
+    }
+  }
+
+  // Avx2Ops::bfloat16Bits on sixteen lanes, the NaN lanes chosen by a mask.
+  CHORUS_TARGET_AVX512 static __m512i bfloat16Bits(__m512 v) {
+    const __m512i bits = _mm512_castps_si512(v);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+    const __m512i bias = _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb);
+    const __m512i rounded = _mm512_add_epi32(bits, bias);
+    const __mmask16 isNan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    const __m512i quiet = _mm512_set1_epi32(int(detail::kF32QuietBit));
+    return _mm512_srli_epi32(_mm512_mask_or_epi32(rounded, isNan, bits, quiet), 16);
+  }
+
+  template <class T>
+  CHORUS_TARGET_AVX512 static void store16(Bytes* p, __m512 v) {
+    if constexpr (std::is_same_v<T, float>) {
+      _mm512_storeu_ps(p, v);
+    } else if constexpr (std::is_same_v<T, Float16>) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
+                          _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+    } else {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(bfloat16Bits(v)));
+    }
+  }
+
+  // Elements 0, 2, ..., 30 (even) and 1, 3, ..., 31 (odd) rounded into T and stored in order.
+  template <class T>
+  CHORUS_TARGET_AVX512 static void storeEvenOdd(Bytes* p, __m512 even, __m512 odd) {
+    if constexpr (std::is_same_v<T, Bfloat16>) {
+      // One 32-bit lane per pair, the even element in the low half: no shuffle.
+      const __m512i w =
+          _mm512_or_si512(bfloat16Bits(even), _mm512_slli_epi32(bfloat16Bits(odd), 16));
+      _mm512_storeu_si512(p, w);
+    } else {
+      const __m512i low = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7,
+                                            23);
+      const __m512i high = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14,
+                                             30, 15, 31);
+      store16<T>(p, _mm512_permutex2var_ps(even, low, odd));
+      store16<T>(p + 16 * sizeof(T), _mm512_permutex2var_ps(even, high, odd));
+    }
+  }
+
+  // As Avx2Ops::extent: four accumulators, lanes without NaN, so the order does not matter.
+  template <class M, class T>
+  CHORUS_TARGET_AVX512 static void extent(const Bytes* src, size_t n, quant::Extent& e) {
+    size_t i = 0;
+    if constexpr (M::kAsymmetric) {
+      __m512 lo0 = _mm512_set1_ps(e.lo), lo1 = lo0, lo2 = lo0, lo3 = lo0;
+      __m512 hi0 = _mm512_set1_ps(e.hi), hi1 = hi0, hi2 = hi0, hi3 = hi0;
+      for (; i + 64 <= n; i += 64) {
+        __m512 x0, x1, x2, x3;
+        load32<T>(src + i * sizeof(T), x0, x1);
+        load32<T>(src + (i + 32) * sizeof(T), x2, x3);
+        lo0 = _mm512_min_ps(x0, lo0), hi0 = _mm512_max_ps(x0, hi0);
+        lo1 = _mm512_min_ps(x1, lo1), hi1 = _mm512_max_ps(x1, hi1);
+        lo2 = _mm512_min_ps(x2, lo2), hi2 = _mm512_max_ps(x2, hi2);
+        lo3 = _mm512_min_ps(x3, lo3), hi3 = _mm512_max_ps(x3, hi3);
+      }
+      for (; i + 16 <= n; i += 16) {
+        const __m512 x = load16<T>(src + i * sizeof(T));
+        lo0 = _mm512_min_ps(x, lo0), hi0 = _mm512_max_ps(x, hi0);
+      }
+      const __m512 l = _mm512_min_ps(_mm512_min_ps(lo0, lo1), _mm512_min_ps(lo2, lo3));
+      const __m512 h = _mm512_max_ps(_mm512_max_ps(hi0, hi1), _mm512_max_ps(hi2, hi3));
+      e.lo = quant::atMost(_mm512_reduce_min_ps(l), e.lo);
+      e.hi = quant::atLeast(_mm512_reduce_max_ps(h), e.hi);
+    } else {
+      __m512 m0 = _mm512_set1_ps(e.absmax), m1 = m0, m2 = m0, m3 = m0;
+      for (; i + 64 <= n; i += 64) {
+        __m512 x0, x1, x2, x3;
+        load32<T>(src + i * sizeof(T), x0, x1);
+        load32<T>(src + (i + 32) * sizeof(T), x2, x3);
+        m0 = _mm512_max_ps(abs(x0), m0);
+        m1 = _mm512_max_ps(abs(x1), m1);
+        m2 = _mm512_max_ps(abs(x2), m2);
+        m3 = _mm512_max_ps(abs(x3), m3);
+      }
+      for (; i + 16 <= n; i += 16) m0 = _mm512_max_ps(abs(load16<T>(src + i * sizeof(T))), m0);
+      const __m512 all = _mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3));
+      e.absmax = quant::atLeast(_mm512_reduce_max_ps(all), e.absmax);
+    }
+    ScalarOps::extent<M, T>(src + i * sizeof(T), n - i, e);
+  }
+
+  CHORUS_TARGET_AVX512 static __m512 abs(__m512 x) {
+    const __m512i absMask = _mm512_set1_epi32(int(detail::kF32AbsMask));
+    return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x), absMask));
+  }
+
+  // The 4-bit codes of 16 elements, one 64-bit lane per pair (even element in the low half), as
+  // the 8 bytes of nibbles.
+  CHORUS_TARGET_AVX512 static __m128i nibblePairs(__m512i x) {
+    const __m512i low = _mm512_and_si512(x, _mm512_set1_epi64(0xf));
+    const __m512i high = _mm512_and_si512(_mm512_srli_epi64(x, 28), _mm512_set1_epi64(0xf0));
+    return _mm512_cvtepi64_epi8(_mm512_or_si512(low, high));
+  }
+
+  CHORUS_TARGET_AVX512 static __m512i mix32(__m512i x) {
+    x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
+    x = _mm512_mullo_epi32(x, _mm512_set1_epi32(int(0x7feb352du)));
+    x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 15));
+    x = _mm512_mullo_epi32(x, _mm512_set1_epi32(int(0x846ca68bu)));
+    return _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
+  }
+
+  // The per-group constants of the encoder. pair: each lane's pair offset (0-15) times the
+  // random keys' multiplier (stochastic rounding only).
+  struct EncodeConsts {
+    __m512 inv, offset, low, high;
+    __m512i highCode, pair;
+  };
+
+  // Avx2Ops::encode8 on sixteen elements, u: quant::uniform of each (stochastic rounding).
+  // floor, clamp and truncate are one conversion rounding down and an integer minimum here:
+  // v + u is finite and small (v is clamped below and NaN-free), so the code is the same.
+  template <class M>
+  CHORUS_TARGET_AVX512 static __m512i encode16(__m512 x, const EncodeConsts& k, __m512 u) {
+    __m512 v = M::kAsymmetric ? _mm512_mul_ps(_mm512_sub_ps(x, k.offset), k.inv)
+                              : _mm512_mul_ps(x, k.inv);
+    v = _mm512_max_ps(v, k.low);
+    if constexpr (!M::kStochastic) {
+      return _mm512_cvtps_epi32(v);
+    } else {
+      const __m512i q = _mm512_cvt_roundps_epi32(_mm512_add_ps(v, u),
+                                                 _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+      return _mm512_min_epi32(q, k.highCode);
+    }
+  }
+
+  // quant::uniform, (2 r + 1) 2^-17, from 16 random bits r at bits 7-22 of each lane (the
+  // others 0): the float 1 + u has mantissa r then a 1, and subtracting 1 is exact.
+  CHORUS_TARGET_AVX512 static __m512 uniformOf(__m512i r7) {
+    const __m512i onePlusU = _mm512_or_si512(r7, _mm512_set1_epi32(0x3f800040));
+    return _mm512_sub_ps(_mm512_castsi512_ps(onePlusU), _mm512_set1_ps(1.0f));
+  }
+
+  // The codes of 32 elements (a, b as load32 gives them) stored at codes: 32 bytes (8 bits) or
+  // 16 (4 bits). The codes are in range, so narrowing by truncation keeps them.
+  template <class M, class T>
+  CHORUS_TARGET_AVX512 static void store32(Bytes* codes, __m512i a, __m512i b) {
+    if constexpr (std::is_same_v<T, Bfloat16>) {
+      // a even, b odd elements: one 32-bit lane per pair, already in order.
+      if constexpr (M::kBits == 8) {
+        const __m512i w = _mm512_or_si512(_mm512_and_si512(a, _mm512_set1_epi32(0xffff)),
+                                          _mm512_slli_epi32(b, 16));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes), _mm512_cvtepi16_epi8(w));
+      } else {
+        const __m512i nib = _mm512_set1_epi32(0xf);
+        const __m512i w = _mm512_or_si512(_mm512_and_si512(a, nib),
+                                          _mm512_slli_epi32(_mm512_and_si512(b, nib), 4));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(codes), _mm512_cvtepi32_epi8(w));
+      }
+    } else if constexpr (M::kBits == 8) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(codes), _mm512_cvtepi32_epi8(a));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + 16), _mm512_cvtepi32_epi8(b));
+    } else {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(codes),
+                       _mm_unpacklo_epi64(nibblePairs(a), nibblePairs(b)));
+    }
+  }
+
+  template <class M, class T>
+  CHORUS_TARGET_AVX512 static void encode(const Bytes* src, size_t n, GroupParams p,
+                                          uint64_t seed, Bytes* codes, uint64_t index) {
+    size_t i = 0;
+    if constexpr (M::kStochastic) {
+      if (!vectorStochastic<M, T>(src, n, p, seed, codes, index, i)) return;
+    }
+    EncodeConsts k{_mm512_set1_ps(p.inv), _mm512_set1_ps(p.offset), _mm512_set1_ps(M::kLow),
+                   _mm512_set1_ps(M::kHigh), _mm512_set1_epi32(int(M::kHigh)), {}};
+    quant::RandomKeys keys;
+    if constexpr (M::kStochastic) {
+      keys = quant::randomKeysFor(seed, index + i);
+      const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14,
+                                              15);
+      k.pair = _mm512_mullo_epi32(lanes, _mm512_set1_epi32(int(keys.mult)));
+    }
+    // The pair index of element i (even) is pair0 + i / 2.
+    const auto pair0 = uint32_t((index + i) >> 1) - uint32_t(i / 2);
+    for (; i + 32 <= n; i += 32) {
+      __m512 a, b;
+      load32<T>(src + i * sizeof(T), a, b);
+      // uA, uB: quant::uniform of a's and b's elements. The 16 pair hashes cover elements
+      // 0-31, element e's 16 bits being 16-bit word e of h.
+      __m512 uA = _mm512_setzero_ps(), uB = uA;
+      if constexpr (M::kStochastic) {
+        const uint32_t counter = (pair0 + uint32_t(i / 2)) * keys.mult + keys.add;
+        const __m512i h = mix32(_mm512_add_epi32(_mm512_set1_epi32(int(counter)), k.pair));
+        if constexpr (std::is_same_v<T, Bfloat16>) {  // a even, b odd elements
+          const __m512i bits7to22 = _mm512_set1_epi32(0x7fff80);
+          uA = uniformOf(_mm512_and_si512(_mm512_slli_epi32(h, 7), bits7to22));
+          uB = uniformOf(_mm512_and_si512(_mm512_srli_epi32(h, 9), bits7to22));
+        } else {  // a elements 0-15, b 16-31
+          uA = uniformOf(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)), 7));
+          uB = uniformOf(
+              _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h, 1)), 7));
+        }
+      }
+      store32<M, T>(codes + M::payload(i), encode16<M>(a, k, uA), encode16<M>(b, k, uB));
+    }
+    ScalarOps::encode<M, T>(src + i * sizeof(T), n - i, p, seed, codes + M::payload(i), index + i);
+  }
+
+  // Codes j..j+15 of an 8-bit source as int32.
+  template <class M>
+  CHORUS_TARGET_AVX512 static __m512i codes16(const Bytes* codes, size_t j) {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + j));
+    return M::kAsymmetric ? _mm512_cvtepu8_epi32(b) : _mm512_cvtepi8_epi32(b);
+  }
+
+  // The sixteen values a 4-bit source's codes can take, lane c holding the value of the code
+  // whose nibble is c (quant::decode of it: the same multiply and add, so the same bits).
+  template <class M>
+  CHORUS_TARGET_AVX512 static __m512 valueTable(const GroupParams& p) {
+    const __m512i codes =
+        M::kAsymmetric
+            ? _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+            : _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1);
+    const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(codes), _mm512_set1_ps(p.scale));
+    return M::kAsymmetric ? _mm512_add_ps(v, _mm512_set1_ps(p.offset)) : v;
+  }
+
+  // The values of codes j..j+15 (j even) of one source. 4 bits: each byte is widened into two
+  // lanes, the odd lane shifted down by a nibble, and vpermps looks the value up by the lane's
+  // low 4 bits (it ignores the others): five instructions instead of a sign extension, a
+  // conversion and a multiply.
+  template <class M>
+  CHORUS_TARGET_AVX512 static __m512 values16(const Bytes* codes, const GroupParams& p,
+                                              __m512 table, size_t j) {
+    if constexpr (M::kBits == 8) {
+      const __m512 d = _mm512_mul_ps(_mm512_cvtepi32_ps(codes16<M>(codes, j)),
+                                     _mm512_set1_ps(p.scale));
+      return M::kAsymmetric ? _mm512_add_ps(d, _mm512_set1_ps(p.offset)) : d;
+    } else {
+      const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + j / 2));
+      const __m512i twice = _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(b, b));
+      const __m512i shifts = _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4);
+      return _mm512_permutexvar_ps(_mm512_srlv_epi32(twice, shifts), table);
+    }
+  }
+
+  // Avx2Ops::sum8 on sixteen elements. table: valueTable of each source (4 bits only).
+  template <class M, bool kAccumulate, size_t kSources>
+  CHORUS_TARGET_AVX512 static __m512 sum16(const Bytes* const* codes, const GroupParams* p,
+                                           const __m512* table, size_t k, const float* acc,
+                                           size_t j) {
+    __m512 v = _mm512_setzero_ps();
+    for (size_t s = 0; s < (kSources != 0 ? kSources : k); ++s) {
+      const __m512 d = values16<M>(codes[s], p[s], table[s], j);
+      if (s == 0) {
+        v = kAccumulate ? _mm512_add_ps(_mm512_loadu_ps(acc + j), d) : d;
+      } else {
+        v = _mm512_add_ps(v, d);
+      }
+    }
+    return v;
+  }
+
+  template <class M, class Out, bool kAccumulate, size_t kSources>
+  CHORUS_TARGET_AVX512 static size_t decodeVectors(Bytes* out, const float* acc,
+                                                   const Bytes* const* codes,
+                                                   const GroupParams* p, size_t k, size_t n) {
+    __m512 table[kFusedSources] = {};
+    if constexpr (M::kBits == 4) {
+      for (size_t s = 0; s < (kSources != 0 ? kSources : k); ++s) table[s] = valueTable<M>(p[s]);
+    }
+    size_t j = 0;
+    if constexpr (M::kBits == 4 && !kAccumulate) {
+      // A code byte holds an even and an odd element. Widened to one lane per byte, it looks
+      // up the even element's value by its low nibble (vpermps reads only the low 4 bits of an
+      // index) and, shifted down a nibble, the odd one's: per source, a widening, a shift and
+      // two lookups for 32 elements, where values16 takes five instructions for 16.
+      for (; j + 32 <= n; j += 32) {
+        __m512 even = _mm512_setzero_ps(), odd = even;
+        for (size_t s = 0; s < (kSources != 0 ? kSources : k); ++s) {
+          const __m512i x = _mm512_cvtepu8_epi32(
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes[s] + j / 2)));
+          const __m512 e = _mm512_permutexvar_ps(x, table[s]);
+          const __m512 o = _mm512_permutexvar_ps(_mm512_srli_epi32(x, 4), table[s]);
+          even = s == 0 ? e : _mm512_add_ps(even, e);
+          odd = s == 0 ? o : _mm512_add_ps(odd, o);
+        }
+        storeEvenOdd<Out>(out + j * sizeof(Out), even, odd);
+      }
+    }
+    for (; j + 32 <= n; j += 32) {
+      const __m512 a = sum16<M, kAccumulate, kSources>(codes, p, table, k, acc, j);
+      const __m512 b = sum16<M, kAccumulate, kSources>(codes, p, table, k, acc, j + 16);
+      store16<Out>(out + j * sizeof(Out), a);
+      store16<Out>(out + (j + 16) * sizeof(Out), b);
+    }
+    for (; j + 16 <= n; j += 16) {
+      store16<Out>(out + j * sizeof(Out),
+                   sum16<M, kAccumulate, kSources>(codes, p, table, k, acc, j));
+    }
+    return j;
+  }
+
+  template <class M, class Out, bool kAccumulate>
+  CHORUS_TARGET_AVX512 static void decode(Bytes* out, const float* acc,
+                                          const Bytes* const* codes, const GroupParams* p,
+                                          size_t k, size_t n) {
+    const size_t j = k == 1 ? decodeVectors<M, Out, kAccumulate, 1>(out, acc, codes, p, k, n)
+                            : decodeVectors<M, Out, kAccumulate, 0>(out, acc, codes, p, k, n);
+    if (j == n) return;
+    const Bytes* rest[kFusedSources];
+    for (size_t s = 0; s < k; ++s) rest[s] = codes[s] + M::payload(j);
+    ScalarOps::decode<M, Out, kAccumulate>(out + j * sizeof(Out), kAccumulate ? acc + j : nullptr,
+                                           rest, p, k, n - j);
+  }
+};
+
+struct Avx512Kernels {
+  template <class M, class T>
+  [[gnu::flatten]] CHORUS_TARGET_AVX512 static void quantize(Bytes* d, const Bytes* s, size_t n,
+                                                             const QuantConfig& c,
+                                                             uint64_t first) {
+    quantizeGroups<Avx512Ops, M, T>(d, s, n, c, first);
+  }
+  template <class M, class T>
+  [[gnu::flatten]] CHORUS_TARGET_AVX512 static void dequantizeReduce(Bytes* d,
+                                                                     const void* const* s,
+                                                                     size_t k, size_t n,
+                                                                     const QuantConfig& c) {
+    dequantizeReduceGroups<Avx512Ops, M, T>(d, s, k, n, c);
+  }
+  template <class M>
+  [[gnu::flatten]] CHORUS_TARGET_AVX512 static void accumulate(float* a, const Bytes* s, size_t n,
+                                                               const QuantConfig& c) {
+    dequantizeAccumulateGroups<Avx512Ops, M>(a, s, n, c);
+  }
+  template <class M>
+  [[gnu::flatten]] CHORUS_TARGET_AVX512 static void requantize(Bytes* d, const void* const* s,
+                                                               size_t k, size_t n,
+                                                               const QuantConfig& c,
+                                                               uint64_t first) {
+    dequantizeReduceQuantizeGroups<Avx512Ops, M>(d, s, k, n, c, first);
+  }
+};
+
+}  // namespace
+
+const IsaKernels& avx512Kernels() { return Dispatched<Avx512Kernels>::kTable; }
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+}  // namespace chorus::kernels::quant_cpu
+#endif  // CHORUS_QUANT_X86
