@@ -188,6 +188,7 @@ TEST(Calibration, CorruptFileIsMeasuredAndRewritten) {
       "chorus-calibration 2\nkey key-a\nmembw 1\ncachebw 1\ncopy 1\nreduce 1\n",
       "\x7f\x45\x4c\x46 binary",
   };
+  bool first = true;
   for (const char* text : corrupt) {
     SCOPED_TRACE(text);
     CacheDir dir;
@@ -197,6 +198,10 @@ TEST(Calibration, CorruptFileIsMeasuredAndRewritten) {
     ASSERT_FALSE(got.ok());
     EXPECT_NE(got.status().message().find(dir.file()), std::string::npos)
         << got.status().message();
+    // Each file is refused above; measuring and rewriting follow one path whatever was wrong
+    // (and a measurement is the slow part of this test), so only the first case goes on.
+    if (!first) continue;
+    first = false;
     std::string note;
     const HostCalibration c = calibrateHost(dir.path(), "key-a", &note);
     EXPECT_EQ(c.source, Source::kCalibrated);
