@@ -45,7 +45,7 @@ constexpr EnvVar kVars[] = {
     {"CHORUS_HEARTBEAT_TIMEOUT", "4", "seconds a peer may stay silent (no heartbeat: process stopped, host or link down, traffic dropped) before waits on it fail with chorusRemoteError; 0 turns heartbeats off"},
     {"CHORUS_SPIN_US", "20", "microseconds a wait spins before yielding, then blocking"},
     // Topology
-    {"CHORUS_TUNE", "auto", "auto: the cost model's memory rates are measured once per host and boot (one rank per host, about 10 ms, cached in $XDG_RUNTIME_DIR/chorus or /tmp/chorus-<uid>) and its cache rule follows the detected L2; measure: that, and the link constants from a short ping-pong per link class at communicator creation (under 200 ms); off: the built-in table"},
+    {"CHORUS_TUNE", "auto", "auto: the cost model's memory rates are measured once per host and boot (by one rank per host, cached in $XDG_RUNTIME_DIR/chorus or /tmp/chorus-<uid>) and its cache rule follows the detected L2; measure: that, and the link constants from a short ping-pong per link class at communicator creation (under 200 ms); off: the built-in table"},
     {"CHORUS_TOPO_FILE", "", "read this host's topology from a file (chorus JSON as written by CHORUS_TOPO_DUMP_FILE, or NCCL topology XML) instead of detecting it"},
     {"CHORUS_TOPO_DUMP_FILE", "", "write the detected topology of the host to this file as JSON (%h: host name, %p: pid)"},
     {"CHORUS_TOPO_DETECT", "", "topology detectors, comma-separated: hwloc or sysfs force the CPU/NUMA/PCI source, ^nvml, ^cuda, ^ibverbs turn one off (default: all built, hwloc before sysfs)"},

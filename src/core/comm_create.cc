@@ -326,8 +326,9 @@ std::optional<cost::HostCalibration> gHostCal;
 
 // Self-calibration (CHORUS_TUNE unset, auto or measure; not off). The leader of each host (its
 // lowest rank) takes the host's memory rates from the cache file or measures them
-// (cost::calibrateHost, about 5-15 ms once per host and boot) and derives the cache rule from
-// the detected caches (cost::deriveSizes); its vote carries them, so the host's other ranks,
+// (cost::calibrateHost: once per host and boot; 34-150 ms cold on the busy development VM,
+// 0.25 ms from the file, docs/performance.md) and derives the cache rule from the detected
+// caches (cost::deriveSizes); its vote carries them, so the host's other ranks,
 // and every other host, learn them in the agreement's round without another bootstrap round.
 // Everyone then takes the slowest host's rates (Vote::hostTerms): one model on every rank.
 Status Communicator::selfCalibrate(Vote* mine) {

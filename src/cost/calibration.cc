@@ -227,8 +227,8 @@ HostCalibration calibrateHost(const std::string& dir, const std::string& key, st
     return *cached;
   }
   // 4 MiB buffers (8 MiB in all, on 4 KiB pages) exceed one core's share of most last-level
-  // caches; 64 KiB fit every L2. Faulting and filling them and one copy and one sum take about
-  // 5-10 ms on an idle core; repetitions stop at the 15 ms budget.
+  // caches; 64 KiB fit every L2. Faulting and filling them is most of the cost (what it took on
+  // the development VM: docs/performance.md); repetitions stop at the 15 ms budget.
   HostCalibration c = measureHost(4 << 20, 64 << 10, 15);
   const Status w = writeCacheFile(dir, key, c);
   *note = "measured (" + cached.status().message() + "); " +
