@@ -24,8 +24,9 @@
 #include "src/bootstrap/peer_info.h"
 #include "src/core/comm_internal.h"
 #include "src/core/communicator.h"
-#include "src/cost/calibration.h"
+#include "src/core/calibration.h"
 #include "src/topology/placement.h"
+#include "src/tuning/host_machine.h"
 
 namespace chorus {
 namespace {
@@ -37,6 +38,12 @@ uint64_t selfPidNamespace() {
   // "pid:[4026531836]"
   const char* open = std::strchr(buf, '[');
   return open ? std::strtoull(open + 1, nullptr, 10) : 0;
+}
+
+// What this host's caches say, for the self-sizing (nothing known when detection failed).
+cost::MachineDesc hostMachine(int ranksOnHost) {
+  StatusOr<const topo::System*> sys = topo::processSystem();
+  return sys.ok() ? tune::machineOf(**sys, ranksOnHost) : cost::MachineDesc{0, 0, ranksOnHost};
 }
 
 constexpr uint8_t kReadable = 1, kWindowOk = 2, kHasIntra = 4, kHasInter = 8;
@@ -260,7 +267,8 @@ Status Communicator::setupWindow() {
   env.wait.deadline = net::deadlineIn(timeoutSeconds_);
   env.wait.checkPeer = [this](int r) { return peers_->alive(r); };
   CHORUS_ASSIGN_OR_RETURN(window_,
-                          t->createWindow(rank_, nranks_, identityOf(peers_->record(0)), env.wait));
+                          t->createWindow(rank_, nranks_, identityOf(peers_->record(0)), env.wait,
+                                          hostMachine(nranks_)));
   agreed_.window.slotBytes = window_->slotBytes();
   agreed_.window.roundBytes = window_->roundBytes();
   CHORUS_LOG(INFO, INIT) << "all " << nranks_ << " ranks on this host: " << t->name()
@@ -344,7 +352,7 @@ Status Communicator::selfCalibrate(Vote* mine) {
     cal = *gHostCal;
   }
   CHORUS_ASSIGN_OR_RETURN(const cost::DerivedSizes sizes,
-                          topo::processSizes(layout_->localSize(rank_)));
+                          cost::resolveSizes(hostMachine(layout_->localSize(rank_))));
   mine->memBwGBps = static_cast<float>(cal.memBwGBps);
   mine->cacheBwGBps = static_cast<float>(cal.cacheBwGBps);
   mine->cacheKiB = static_cast<uint32_t>(std::min<uint64_t>(sizes.cacheBytes >> 10, UINT32_MAX));

@@ -20,7 +20,7 @@ struct Vote {
   cost::LinkClass inter = cost::LinkClass::kEthernet;
   uint32_t cores = 0;
   uint32_t nicMbps = 0;
-  /// A host leader's self-calibration (cost/calibration.h) and derived cache rule
+  /// A host leader's self-calibration (src/core/calibration.h) and derived cache rule
   /// (cost/machine.h); 0 from every other rank and when CHORUS_TUNE=off.
   float memBwGBps = 0, cacheBwGBps = 0;
   uint32_t cacheKiB = 0;

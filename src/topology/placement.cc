@@ -135,23 +135,4 @@ int nearestNic(const System& system, int numa) {
   return best;
 }
 
-cost::MachineDesc machineOf(const System& system, int ranksOnHost) {
-  cost::MachineDesc m;
-  m.ranksOnHost = ranksOnHost;
-  auto smallest = [](uint64_t have, uint64_t v) {
-    return v == 0 ? have : have == 0 ? v : std::min(have, v);
-  };
-  for (int i : system.ofType(NodeType::kCpu)) {
-    m.l2Bytes = smallest(m.l2Bytes, system.node(i).l2Bytes);
-    m.l3Bytes = smallest(m.l3Bytes, system.node(i).l3Bytes);
-  }
-  return m;
-}
-
-StatusOr<cost::DerivedSizes> processSizes(int ranksOnHost) {
-  StatusOr<const System*> sys = processSystem();
-  return cost::resolveSizes(sys.ok() ? machineOf(**sys, ranksOnHost)
-                                     : cost::MachineDesc{0, 0, ranksOnHost});
-}
-
 }  // namespace chorus::topo

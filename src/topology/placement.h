@@ -6,7 +6,6 @@
 #include <string>
 
 #include "src/base/status.h"
-#include "src/cost/machine.h"
 #include "src/topology/system.h"
 
 namespace chorus::topo {
@@ -28,12 +27,5 @@ int currentNumaNode(const System& system);
 // Index (among system.ofType(NodeType::kNic)) of the NIC with the best path from NUMA node
 // `numa` (PathType first, then bandwidth, then order); -1 when there is no NIC whose link is up.
 int nearestNic(const System& system, int numa);
-
-// What `system`'s caches say about this host for the size derivation (cost::deriveSizes): the
-// smallest known L2 and L3 over its CPU nodes (0: no CPU node knows one), with `ranksOnHost`.
-cost::MachineDesc machineOf(const System& system, int ranksOnHost);
-
-// cost::resolveSizes() of this process's System (processSystem(); no caches when it fails).
-StatusOr<cost::DerivedSizes> processSizes(int ranksOnHost);
 
 }  // namespace chorus::topo

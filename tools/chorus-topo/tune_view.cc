@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "src/base/config.h"
-#include "src/cost/calibration.h"
-#include "src/topology/placement.h"
+#include "src/core/calibration.h"
+#include "src/tuning/host_machine.h"
 #include "tools/chorus-topo/report.h"
 
 namespace chorus::topo_tool {
@@ -214,7 +214,7 @@ bool printTuning(const topo::System& system, const TuneFlags& flags, int* exitCo
   }
   // The sizes and rates a job on this host would use (src/core/comm_create.cc), from the caches
   // of the System shown and this machine's calibration.
-  const cost::MachineDesc machine = topo::machineOf(system, perHost);
+  const cost::MachineDesc machine = tune::machineOf(system, perHost);
   StatusOr<cost::DerivedSizes> sizes = cost::resolveSizes(machine);
   if (!sizes.ok()) return fail(sizes.status().message(), 2);
   StatusOr<JobModel> job = modelJob(*layout, shm, cores, nicGbps, *sizes, nicSource);

@@ -9,7 +9,7 @@
 
 #include "src/base/config.h"
 #include "src/base/logging.h"
-#include "src/topology/placement.h"
+#include "src/cost/machine.h"
 #include "transports/shm/segment.h"
 #include "transports/shm/shm_connection.h"
 #include "transports/shm/shm_window.h"
@@ -91,8 +91,11 @@ class ShmTransport final : public Transport {
 
   StatusOr<std::unique_ptr<HostWindow>> createWindow(int rank, int nranks,
                                                      const PeerIdentity& rank0,
-                                                     const WaitPolicy& w) override {
-    CHORUS_ASSIGN_OR_RETURN(const cost::DerivedSizes sizes, topo::processSizes(nranks));
+                                                     const WaitPolicy& w,
+                                                     const cost::MachineDesc& machine) override {
+    cost::MachineDesc m = machine;
+    m.ranksOnHost = nranks;
+    CHORUS_ASSIGN_OR_RETURN(const cost::DerivedSizes sizes, cost::resolveSizes(m));
     const uint64_t slot = sizes.slotBytes, round = sizes.roundBytes;
     if (rank == 0) {
       CHORUS_LOG(INFO, INIT) << "host window sizes: " << sizes.toString();

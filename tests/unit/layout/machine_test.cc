@@ -10,7 +10,7 @@
 #include <fstream>
 #include <string>
 
-#include "src/cost/calibration.h"
+#include "src/core/calibration.h"
 #include "src/cost/cost_model.h"
 #include "src/cost/machine.h"
 

@@ -14,6 +14,9 @@
 // boot id and the chorus version: another CPU, a kernel or chorus upgrade or a reboot makes it
 // stale. A file that does not parse, holds a value out of range or another key is ignored and
 // rewritten; a directory that cannot be written costs a measurement per job, never an error.
+//
+// It lives with the communicator (src/core/) because it runs the executor's kernels, which the
+// cost vocabulary may not include; it fills the cost model's terms, hence its namespace.
 #pragma once
 
 #include <string>

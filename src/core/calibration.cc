@@ -1,4 +1,4 @@
-#include "src/cost/calibration.h"
+#include "src/core/calibration.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
