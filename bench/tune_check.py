@@ -32,7 +32,9 @@ import sys
 LOW, HIGH = 0.5, 2.0
 
 ROW = re.compile(r"^\s+(\d+)\s+(\d+)\s+float\s+sum\s+\S+\s+([0-9.]+)\s")
-TUNE = re.compile(r"\bINFO allreduce (\d+) B on (\d+) ranks: (\w+) \(")
+# "INFO allreduce:oneshot_staged for allreduce count 2 x 4 B on 2 ranks: cost model, ..." (the
+# executor's plan line since issue 10; the staged paths are algorithms of their own).
+TUNE = re.compile(r"\bINFO allreduce:(\w+) for allreduce count (\d+) x (\d+) B on (\d+) ranks:")
 STAGING = re.compile(r"all-reduces up to (\d+) B run one-shot through a shared staging segment, "
                      r"larger ones (?:two-shot through it in rounds of (\d+) B)?")
 LOG_NAME = re.compile(r"perf-(\w+)-n(\d+)-r(\d+)-g(\d+)\.log$")
@@ -82,8 +84,8 @@ def read_logs(out):
                     rows.append((int(r.group(1)), float(r.group(3))))
                     continue
                 t = TUNE.search(line)
-                if t and int(t.group(2)) == key[1]:
-                    tuned.setdefault(int(t.group(1)), set()).add(t.group(3))
+                if t and int(t.group(4)) == key[1]:
+                    tuned.setdefault(int(t.group(2)) * int(t.group(3)), set()).add(t.group(1))
                 s = STAGING.search(line)
                 if s:
                     slot = int(s.group(1))

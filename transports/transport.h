@@ -48,6 +48,7 @@
 #include "src/base/socket_util.h"
 #include "src/base/status.h"
 #include "src/cost/cost_model.h"
+#include "src/cost/machine.h"
 
 namespace chorus {
 
@@ -265,11 +266,12 @@ class Transport {
   virtual StatusOr<std::unique_ptr<Transport>> forSplit(const TransportContext& child) = 0;
   /// Collective over all ranks of the communicator (caps().hostWindow, every rank on this
   /// host and connected through this transport); rank 0 creates it, the others attach.
-  /// Bounded by w.deadline.
-  virtual StatusOr<std::unique_ptr<HostWindow>> createWindow(int rank, int nranks,
-                                                             const PeerIdentity& rank0,
-                                                             const WaitPolicy& w) {
-    (void)rank, (void)nranks, (void)rank0, (void)w;
+  /// Bounded by w.deadline. `machine` is what the host's caches say (the window sizes itself
+  /// with cost::resolveSizes; the default, nothing known, gives the table's sizes).
+  virtual StatusOr<std::unique_ptr<HostWindow>> createWindow(
+      int rank, int nranks, const PeerIdentity& rank0, const WaitPolicy& w,
+      const cost::MachineDesc& machine = {}) {
+    (void)rank, (void)nranks, (void)rank0, (void)w, (void)machine;
     return invalidUsage(std::string(name()) + " cannot make a host window");
   }
 };

@@ -11,7 +11,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstring>
+#include <mutex>
+#include <optional>
 
 #include "src/base/config.h"
 #include "src/base/host_id.h"
@@ -20,7 +24,9 @@
 #include "src/bootstrap/peer_info.h"
 #include "src/core/comm_internal.h"
 #include "src/core/communicator.h"
+#include "src/core/calibration.h"
 #include "src/topology/placement.h"
+#include "src/tuning/host_machine.h"
 
 namespace chorus {
 namespace {
@@ -32,6 +38,12 @@ uint64_t selfPidNamespace() {
   // "pid:[4026531836]"
   const char* open = std::strchr(buf, '[');
   return open ? std::strtoull(open + 1, nullptr, 10) : 0;
+}
+
+// What this host's caches say, for the self-sizing (nothing known when detection failed).
+cost::MachineDesc hostMachine(int ranksOnHost) {
+  StatusOr<const topo::System*> sys = topo::processSystem();
+  return sys.ok() ? tune::machineOf(**sys, ranksOnHost) : cost::MachineDesc{0, 0, ranksOnHost};
 }
 
 constexpr uint8_t kReadable = 1, kWindowOk = 2, kHasIntra = 4, kHasInter = 8;
@@ -50,6 +62,9 @@ std::vector<uint8_t> Vote::encode() const {
   out[2] = static_cast<uint8_t>(inter);
   std::memcpy(out.data() + 4, &cores, 4);
   std::memcpy(out.data() + 8, &nicMbps, 4);
+  std::memcpy(out.data() + 12, &memBwGBps, 4);
+  std::memcpy(out.data() + 16, &cacheBwGBps, 4);
+  std::memcpy(out.data() + 20, &cacheKiB, 4);
   return out;
 }
 
@@ -63,6 +78,12 @@ StatusOr<Vote> Vote::decode(const std::vector<uint8_t>& in) {
   v.inter = static_cast<cost::LinkClass>(in[2]);
   std::memcpy(&v.cores, in.data() + 4, 4);
   std::memcpy(&v.nicMbps, in.data() + 8, 4);
+  std::memcpy(&v.memBwGBps, in.data() + 12, 4);
+  std::memcpy(&v.cacheBwGBps, in.data() + 16, 4);
+  std::memcpy(&v.cacheKiB, in.data() + 20, 4);
+  if (!std::isfinite(v.memBwGBps) || !std::isfinite(v.cacheBwGBps) || v.memBwGBps < 0 ||
+      v.cacheBwGBps < 0)
+    return invalidUsage("bootstrap: a rank voted for a memory rate that is not a rate");
   return v;
 }
 
@@ -106,6 +127,20 @@ tune::Agreement Vote::combine(const std::vector<Vote>& votes, uint64_t chunkByte
   // A window is only a possibility here; setupWindow() makes it and fills the geometry.
   a.window.slotBytes = windowOk ? 1 : 0;
   return a;
+}
+
+cost::HostConstants Vote::hostTerms(const std::vector<Vote>& votes, cost::HostConstants base) {
+  float mem = 0, cache = 0;
+  uint32_t kib = 0;
+  for (const Vote& v : votes) {
+    if (v.memBwGBps > 0) mem = mem > 0 ? std::min(mem, v.memBwGBps) : v.memBwGBps;
+    if (v.cacheBwGBps > 0) cache = cache > 0 ? std::min(cache, v.cacheBwGBps) : v.cacheBwGBps;
+    if (v.cacheKiB > 0) kib = kib > 0 ? std::min(kib, v.cacheKiB) : v.cacheKiB;
+  }
+  if (mem > 0) base.memBwGBps = mem;
+  if (cache > 0) base.cacheBwGBps = std::max(cache, mem);
+  if (kib > 0) base.cacheBytes = static_cast<uint64_t>(kib) << 10;
+  return base;
 }
 
 Communicator::Communicator(int rank, int nranks)
@@ -182,7 +217,8 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::create(
   CHORUS_RETURN_IF_ERROR(c->buildLayout());
   CHORUS_RETURN_IF_ERROR(c->peers_->connectEagerly());
 
-  const Vote mine = Vote::of(*c->peers_, facts.cores, facts.nicMbps);
+  Vote mine = Vote::of(*c->peers_, facts.cores, facts.nicMbps);
+  CHORUS_RETURN_IF_ERROR(c->selfCalibrate(&mine));
   CHORUS_ASSIGN_OR_RETURN(auto votes, c->boot_->allGather(mine.encode()));
   std::vector<Vote> decoded;
   for (const auto& v : votes) {
@@ -190,6 +226,7 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::create(
     decoded.push_back(d);
   }
   c->agreed_ = Vote::combine(decoded, c->chunkBytes_);
+  c->model_.setHost(Vote::hostTerms(decoded, c->model_.host()));
   CHORUS_RETURN_IF_ERROR(c->setupWindow());
   c->finishSetup();
   CHORUS_RETURN_IF_ERROR(c->calibrate());
@@ -230,7 +267,8 @@ Status Communicator::setupWindow() {
   env.wait.deadline = net::deadlineIn(timeoutSeconds_);
   env.wait.checkPeer = [this](int r) { return peers_->alive(r); };
   CHORUS_ASSIGN_OR_RETURN(window_,
-                          t->createWindow(rank_, nranks_, identityOf(peers_->record(0)), env.wait));
+                          t->createWindow(rank_, nranks_, identityOf(peers_->record(0)), env.wait,
+                                          hostMachine(nranks_)));
   agreed_.window.slotBytes = window_->slotBytes();
   agreed_.window.roundBytes = window_->roundBytes();
   CHORUS_LOG(INFO, INIT) << "all " << nranks_ << " ranks on this host: " << t->name()
@@ -276,6 +314,59 @@ void Communicator::setTimeout(double seconds) {
   peers_->setTimeout(seconds);
 }
 
+namespace {
+
+// CHORUS_TUNE: off, auto (the default, also empty) or measure.
+StatusOr<std::string> tuneMode() {
+  std::string mode = config::getString("CHORUS_TUNE");
+  if (mode.empty()) mode = "auto";
+  if (mode != "auto" && mode != "off" && mode != "measure")
+    return invalidArgument("CHORUS_TUNE='" + mode + "' is not off, auto or measure");
+  return mode;
+}
+
+// One calibration per process: every communicator of a process on one host would measure the
+// same, and a process making many communicators should not pay each time.
+std::mutex gHostCalMutex;
+std::optional<cost::HostCalibration> gHostCal;
+
+}  // namespace
+
+// Self-calibration (CHORUS_TUNE unset, auto or measure; not off). The leader of each host (its
+// lowest rank) takes the host's memory rates from the cache file or measures them
+// (cost::calibrateHost: once per host and boot; 34-150 ms cold on the busy development VM,
+// 0.25 ms from the file, docs/performance.md) and derives the cache rule from the detected
+// caches (cost::deriveSizes); its vote carries them, so the host's other ranks,
+// and every other host, learn them in the agreement's round without another bootstrap round.
+// Everyone then takes the slowest host's rates (Vote::hostTerms): one model on every rank.
+Status Communicator::selfCalibrate(Vote* mine) {
+  CHORUS_ASSIGN_OR_RETURN(const std::string mode, tuneMode());
+  if (mode == "off" || nranks_ < 2 || layout_->hostLeader(layout_->hostOf(rank_)) != rank_)
+    return Status();
+  const auto started = std::chrono::steady_clock::now();
+  std::string note = "this process's earlier calibration";
+  cost::HostCalibration cal;
+  {
+    std::lock_guard<std::mutex> lock(gHostCalMutex);
+    if (!gHostCal) gHostCal = cost::calibrateHost(cost::defaultCacheDir(), cost::hostKey(), &note);
+    cal = *gHostCal;
+  }
+  CHORUS_ASSIGN_OR_RETURN(const cost::DerivedSizes sizes,
+                          cost::resolveSizes(hostMachine(layout_->localSize(rank_))));
+  mine->memBwGBps = static_cast<float>(cal.memBwGBps);
+  mine->cacheBwGBps = static_cast<float>(cal.cacheBwGBps);
+  mine->cacheKiB = static_cast<uint32_t>(std::min<uint64_t>(sizes.cacheBytes >> 10, UINT32_MAX));
+  CHORUS_LOG(INFO, TUNE) << "self-calibration (" << cost::sourceName(cal.source) << "): memory "
+                         << cal.memBwGBps << " GB/s beyond the cache (copy " << cal.copyGBps
+                         << ", reduce " << cal.reduceGBps << "), " << cal.cacheBwGBps
+                         << " GB/s within " << cost::sizeText(sizes.cacheBytes) << " ("
+                         << cost::sourceName(sizes.cacheSource) << "); " << note << "; "
+                         << std::chrono::duration<double, std::milli>(
+                                std::chrono::steady_clock::now() - started).count()
+                         << " ms";
+  return Status();
+}
+
 // CHORUS_TUNE=measure: rank 0 ping-pongs with its ring neighbour on its host (the intra-host
 // link class) and, on several hosts, with the leader of the next host (the inter-host class),
 // fits latency and bandwidth (cost::fitFromPingPong) and hands the constants to every rank
@@ -283,12 +374,8 @@ void Communicator::setTimeout(double seconds) {
 // it short: about 10 ms over shared memory, 30 ms over loopback TCP; by construction under
 // 200 ms on links of 1 Gb/s and faster.
 Status Communicator::calibrate() {
-  const std::string mode = config::getString("CHORUS_TUNE");
-  if (mode.empty()) return Status();
-  if (mode != "measure")
-    return invalidArgument("CHORUS_TUNE='" + mode +
-                           "' is not 'measure' (leave it empty for the model's constants)");
-  if (nranks_ < 2) return Status();
+  CHORUS_ASSIGN_OR_RETURN(const std::string mode, tuneMode());
+  if (mode != "measure" || nranks_ < 2) return Status();
   const auto started = std::chrono::steady_clock::now();
   struct Probe {
     int peer = -1;

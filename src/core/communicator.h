@@ -41,6 +41,8 @@
 
 namespace chorus {
 
+struct Vote;  // comm_internal.h
+
 namespace bootstrap {
 class Bootstrap;
 struct JobId;
@@ -148,6 +150,7 @@ class Communicator {
   Status agree();
   Status setupWindow();
   Status calibrate();
+  Status selfCalibrate(Vote* mine);
   void finishSetup();
 
   // Calls. A collective is prepared (its plan, identity and bindings), run, and finished (its

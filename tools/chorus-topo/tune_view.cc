@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "src/base/config.h"
+#include "src/core/calibration.h"
+#include "src/tuning/host_machine.h"
 #include "tools/chorus-topo/report.h"
 
 namespace chorus::topo_tool {
@@ -74,9 +76,8 @@ int optionInt(const CLI::Option* o, int fallback) {
 }  // namespace
 
 StatusOr<JobModel> modelJob(const topo::Layout& layout, bool shm, int cores, double nicGbps,
-                            const std::string& nicSource) {
-  CHORUS_ASSIGN_OR_RETURN(const uint64_t slot, config::getBytes("CHORUS_SHM_STAGING"));
-  CHORUS_ASSIGN_OR_RETURN(const uint64_t round, config::getBytes("CHORUS_SHM_STAGING_ROUND"));
+                            const cost::DerivedSizes& sizes, const std::string& nicSource) {
+  const uint64_t slot = sizes.slotBytes, round = sizes.roundBytes;
   CHORUS_ASSIGN_OR_RETURN(const int64_t cma, config::getInt("CHORUS_SHM_CMA"));
   CHORUS_ASSIGN_OR_RETURN(const uint64_t chunk, config::getBytes("CHORUS_CHUNK_SIZE"));
   if (chunk < 64) return invalidArgument("CHORUS_CHUNK_SIZE must be at least 64 bytes");
@@ -211,9 +212,28 @@ bool printTuning(const topo::System& system, const TuneFlags& flags, int* exitCo
       nicSource = "the fastest NIC, " + nic->name;
     }
   }
-  StatusOr<JobModel> job = modelJob(*layout, shm, cores, nicGbps, nicSource);
+  // The sizes and rates a job on this host would use (src/core/comm_create.cc), from the caches
+  // of the System shown and this machine's calibration.
+  const cost::MachineDesc machine = tune::machineOf(system, perHost);
+  StatusOr<cost::DerivedSizes> sizes = cost::resolveSizes(machine);
+  if (!sizes.ok()) return fail(sizes.status().message(), 2);
+  StatusOr<JobModel> job = modelJob(*layout, shm, cores, nicGbps, *sizes, nicSource);
   if (!job.ok()) return fail(job.status().message(), 2);
   cost::CostModel model = cost::defaultCostModel();
+  std::string tune = config::getString("CHORUS_TUNE");
+  if (tune.empty()) tune = "auto";
+  if (tune != "auto" && tune != "off" && tune != "measure")
+    return fail("CHORUS_TUNE='" + tune + "' is not off, auto or measure", 2);
+  std::string calNote = "CHORUS_TUNE=off: the table";
+  cost::HostCalibration cal;
+  cost::HostConstants host = model.host();
+  if (tune != "off" && ranks > 1) {
+    cal = cost::calibrateHost(cost::defaultCacheDir(), cost::hostKey(), &calNote);
+    host.memBwGBps = cal.memBwGBps;
+    host.cacheBwGBps = std::max(cal.cacheBwGBps, cal.memBwGBps);
+    host.cacheBytes = sizes->cacheBytes;
+    model.setHost(host);
+  }
   if (Status s = model.applyOverrides(flags.constants); !s.ok()) return fail(s.message(), 2);
 
   if (flags.csv) {
@@ -225,10 +245,38 @@ bool printTuning(const topo::System& system, const TuneFlags& flags, int* exitCo
   o << "Tuning a job of " << ranks << (ranks == 1 ? " rank" : " ranks") << ", " << perHost
     << " per host: " << job->summary;
   o << "\n";
-  for (const char* var : {"CHORUS_ALGO", "CHORUS_TUNE"})
+  for (const char* var : {"CHORUS_ALGO"})
     if (config::isSet(var))
       o << "note: " << var << "=" << config::getString(var)
         << " is set: a job uses it; the table shows the model's own choices\n";
+  auto fixed1 = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f", v);
+    return std::string(buf);
+  };
+  auto kib = [](uint64_t b) { return b ? cost::sizeText(b) : std::string("unknown"); };
+  const bool calibrated = tune != "off" && ranks > 1;
+  const std::string rates = calibrated ? std::string(cost::sourceName(cal.source)) : "table";
+  const std::string cacheRule =
+      calibrated ? std::string(cost::sourceName(sizes->cacheSource)) : "table";
+  o << "\nSelf-sizing and calibration (docs/design.md, \"Self-sizing and self-calibration\"):\n"
+    << "  caches: L2 " << kib(machine.l2Bytes) << ", L3 " << kib(machine.l3Bytes)
+    << " (the kernel's figures; unknown: the table's sizes)\n"
+    << "  host window: slot " << cost::sizeText(sizes->slotBytes) << " ("
+    << cost::sourceName(sizes->slotSource) << "), round " << cost::sizeText(sizes->roundBytes)
+    << " (" << cost::sourceName(sizes->roundSource) << ")\n"
+    << "  cost model cache rule: " << cost::sizeText(model.host().cacheBytes) << " ("
+    << cacheRule << ")\n"
+    << "  memory rates: " << fixed1(model.host().memBwGBps) << " GB/s beyond the cache, "
+    << fixed1(model.host().cacheBwGBps) << " GB/s within (" << rates;
+  if (calibrated && cal.source == cost::Source::kCalibrated)
+    o << " in " << fixed1(cal.measureMs) << " ms";
+  if (calibrated)
+    o << "; copy " << fixed1(cal.copyGBps) << ", reduce " << fixed1(cal.reduceGBps) << " GB/s";
+  o << ")\n  " << calNote << "\n"
+    << "  link constants: table" << (tune == "measure" ? " (a job with CHORUS_TUNE=measure "
+                                                         "refits them by ping-pong)" : "")
+    << (flags.constants.empty() ? "" : "; --constants overrides what it names") << "\n";
   o << "\nCost model constants" << (flags.constants.empty() ? "" : " (with --constants)")
     << ":\n"
     << model.constantsTable() << "\n"

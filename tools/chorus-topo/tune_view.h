@@ -32,6 +32,7 @@
 #include "src/topology/layout.h"
 #include "src/topology/system.h"
 #include "src/cost/cost_model.h"
+#include "src/cost/machine.h"
 #include "src/tuning/tuner.h"
 
 namespace chorus::topo_tool {
@@ -65,10 +66,10 @@ struct JobModel {
 
 // The model of a job laid out as `layout`, over shared memory (`shm`) or TCP, with `cores`
 // cores per host and `nicGbps` between hosts (0: the class's nominal rate; `nicSource` says where
-// a non-zero one came from, for the summary). Reads the CHORUS_* variables named at the top; a
-// malformed one is an InvalidArgument naming it.
+// a non-zero one came from, for the summary), its host window sized as `sizes` says. Reads the
+// CHORUS_* variables named at the top; a malformed one is an InvalidArgument naming it.
 StatusOr<JobModel> modelJob(const topo::Layout& layout, bool shm, int cores, double nicGbps,
-                            const std::string& nicSource = "");
+                            const cost::DerivedSizes& sizes, const std::string& nicSource = "");
 
 // The --tune-csv lines (with a header line) for sizes minBytes, x factor, ... up to maxBytes,
 // maxBytes included, as CostModel::decisionTable() lists them.

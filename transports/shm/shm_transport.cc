@@ -9,6 +9,7 @@
 
 #include "src/base/config.h"
 #include "src/base/logging.h"
+#include "src/cost/machine.h"
 #include "transports/shm/segment.h"
 #include "transports/shm/shm_connection.h"
 #include "transports/shm/shm_window.h"
@@ -67,8 +68,9 @@ class ShmTransport final : public Transport {
   TransportCaps caps() const override {
     TransportCaps c;
     c.oneSidedRead = true;  // each connection says whether cross-memory attach works to its peer
+    // CHORUS_SHM_STAGING=0 turns the window off; unset, the slot is derived (never 0).
     auto slot = config::getBytes("CHORUS_SHM_STAGING");
-    c.hostWindow = slot.ok() && *slot > 0;  // CHORUS_SHM_STAGING=0 turns the window off
+    c.hostWindow = !config::isSet("CHORUS_SHM_STAGING") || (slot.ok() && *slot > 0);
     return c;
   }
 
@@ -89,9 +91,15 @@ class ShmTransport final : public Transport {
 
   StatusOr<std::unique_ptr<HostWindow>> createWindow(int rank, int nranks,
                                                      const PeerIdentity& rank0,
-                                                     const WaitPolicy& w) override {
-    CHORUS_ASSIGN_OR_RETURN(uint64_t slot, config::getBytes("CHORUS_SHM_STAGING"));
-    CHORUS_ASSIGN_OR_RETURN(uint64_t round, config::getBytes("CHORUS_SHM_STAGING_ROUND"));
+                                                     const WaitPolicy& w,
+                                                     const cost::MachineDesc& machine) override {
+    cost::MachineDesc m = machine;
+    m.ranksOnHost = nranks;
+    CHORUS_ASSIGN_OR_RETURN(const cost::DerivedSizes sizes, cost::resolveSizes(m));
+    const uint64_t slot = sizes.slotBytes, round = sizes.roundBytes;
+    if (rank == 0) {
+      CHORUS_LOG(INFO, INIT) << "host window sizes: " << sizes.toString();
+    }
     if (slot == 0) return invalidUsage("the host window is disabled (CHORUS_SHM_STAGING=0)");
     CHORUS_ASSIGN_OR_RETURN(auto win,
                             ShmWindow::create(rank, nranks, commId_, rank0.pid, slot, round, w));

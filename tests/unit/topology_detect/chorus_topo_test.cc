@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -27,6 +28,13 @@ ProcessResult topo(std::vector<std::string> args, std::vector<std::string> env =
   o.deadlineSeconds = 30;
   o.extraEnv = std::move(env);
   return runProcess(args, o);
+}
+
+// --tune with the table's memory rates (CHORUS_TUNE=off): picks that do not depend on how fast
+// this machine's memory measured.
+ProcessResult tableTopo(std::vector<std::string> args, std::vector<std::string> env = {}) {
+  env.push_back("CHORUS_TUNE=off");
+  return topo(std::move(args), std::move(env));
 }
 
 bool contains(const std::string& text, const std::string& what) {
@@ -239,7 +247,7 @@ std::string lineStarting(const std::string& text, const std::string& prefix) {
 // --tune on shared memory, as a 2-rank job on one host gets it: one-shot through the host window
 // for small all-reduces, two-shot through it for large ones.
 TEST(ChorusTopo, TuneSharedMemory) {
-  ProcessResult r = topo({"--tune", "--transport", "shm", "--cores", "2"});
+  ProcessResult r = tableTopo({"--tune", "--transport", "shm", "--cores", "2"});
   ASSERT_EQ(r.status, 0) << r.err;
   const std::string& out = r.out;
   EXPECT_TRUE(contains(out, "Tuning a job of 2 ranks, 2 per host: transport shm: intra-host shm, "
@@ -253,7 +261,8 @@ TEST(ChorusTopo, TuneSharedMemory) {
   EXPECT_TRUE(contains(lineStarting(out, "allreduce         256 MiB"), "twoshot_staged")) << out;
   EXPECT_NE(lineStarting(out, "barrier"), "") << out;
 
-  ProcessResult csv = topo({"--tune-csv", "--transport", "shm", "--cores", "2", "--max", "4M"});
+  ProcessResult csv =
+      tableTopo({"--tune-csv", "--transport", "shm", "--cores", "2", "--max", "4M"});
   ASSERT_EQ(csv.status, 0) << csv.err;
   EXPECT_EQ(lineStarting(csv.out, "coll,"), "coll,nranks,bytes,algorithm,predicted_us");
   EXPECT_NE(lineStarting(csv.out, "allreduce,2,8,oneshot_staged,"), "") << csv.out;
@@ -261,11 +270,12 @@ TEST(ChorusTopo, TuneSharedMemory) {
   EXPECT_EQ(lineStarting(csv.out, "allreduce,2,16777216,"), "") << csv.out;  // beyond --max
 
   // The window variables reach the prediction as they reach a job: no slot, no window paths.
-  ProcessResult off = topo({"--tune-csv", "--transport", "shm", "--cores", "2", "--max", "4M"},
-                           {"CHORUS_SHM_STAGING=0"});
+  ProcessResult off = tableTopo({"--tune-csv", "--transport", "shm", "--cores", "2", "--max",
+                                 "4M"},
+                                {"CHORUS_SHM_STAGING=0"});
   ASSERT_EQ(off.status, 0) << off.err;
   EXPECT_FALSE(contains(off.out, "_staged")) << off.out;
-  ProcessResult bad = topo({"--tune"}, {"CHORUS_SHM_STAGING=lots"});
+  ProcessResult bad = tableTopo({"--tune"}, {"CHORUS_SHM_STAGING=lots"});
   EXPECT_EQ(bad.status, 2);
   EXPECT_TRUE(contains(bad.err, "CHORUS_SHM_STAGING")) << bad.err;
 }
@@ -273,7 +283,8 @@ TEST(ChorusTopo, TuneSharedMemory) {
 // --tune over TCP: no window, nothing one-sided; large all-reduces go around the ring.
 TEST(ChorusTopo, TuneTcp) {
   for (const char* ranks : {"2", "4"}) {
-    ProcessResult r = topo({"--tune-csv", "--transport", "tcp", "--ranks", ranks, "--cores", "2",
+    ProcessResult r = tableTopo({"--tune-csv", "--transport", "tcp", "--ranks", ranks, "--cores",
+                                 "2",
                             "--max", "64M"});
     ASSERT_EQ(r.status, 0) << r.err;
     const std::string n = ranks;
@@ -284,16 +295,42 @@ TEST(ChorusTopo, TuneTcp) {
     EXPECT_NE(lineStarting(r.out, "allreduce," + n + ",67108864,ring,"), "") << r.out;
     EXPECT_FALSE(contains(r.out, "_staged")) << r.out;
   }
-  ProcessResult human = topo({"--tune", "--transport", "tcp", "--ranks", "4", "--cores", "2"});
+  ProcessResult human = tableTopo({"--tune", "--transport", "tcp", "--ranks", "4", "--cores", "2"});
   ASSERT_EQ(human.status, 0) << human.err;
   EXPECT_TRUE(contains(human.out, "intra-host tcp-loopback, no host window, not one-sided"))
       << human.out;
   EXPECT_TRUE(contains(human.out, "time-shared x2")) << human.out;
 }
 
+// What --tune says about self-sizing and calibration: the table's rates with CHORUS_TUNE=off,
+// measured or cached ones by default (positive, whatever they are), the window's sizes and
+// where each came from; an environment override is named as such.
+TEST(ChorusTopo, TuneShowsSelfSizingAndCalibration) {
+  ProcessResult off = tableTopo({"--tune", "--transport", "shm", "--cores", "2", "--max", "8"});
+  ASSERT_EQ(off.status, 0) << off.err;
+  EXPECT_TRUE(contains(off.out, "Self-sizing and calibration")) << off.out;
+  EXPECT_TRUE(contains(off.out, "memory rates: 36.0 GB/s beyond the cache, 100.0 GB/s within (table"))
+      << off.out;
+  EXPECT_TRUE(contains(off.out, "cost model cache rule: ")) << off.out;
+
+  ProcessResult env = tableTopo({"--tune", "--transport", "shm", "--cores", "2", "--max", "8"},
+                                {"CHORUS_SHM_STAGING_ROUND=128K"});
+  ASSERT_EQ(env.status, 0) << env.err;
+  EXPECT_TRUE(contains(env.out, "round 128 KiB (env override)")) << env.out;
+  EXPECT_TRUE(contains(env.out, "+ 128 KiB rounds")) << env.out;
+
+  ProcessResult cal = topo({"--tune", "--transport", "shm", "--cores", "2", "--max", "8"});
+  ASSERT_EQ(cal.status, 0) << cal.err;
+  const std::string rates = lineStarting(cal.out, "  memory rates: ");
+  EXPECT_TRUE(contains(rates, "(calibrated") || contains(rates, "(cached file")) << cal.out;
+  const double mem = std::atof(rates.c_str() + std::string("  memory rates: ").size());
+  EXPECT_GT(mem, 0) << rates;
+  EXPECT_EQ(topo({"--tune"}, {"CHORUS_TUNE=sometimes"}).status, 2);
+}
+
 // Several hosts: Ethernet between them at the fastest NIC of the System shown, or --nic-gbps.
 TEST(ChorusTopo, TuneSeveralHosts) {
-  ProcessResult r = topo({"--tune", "--ranks", "8", "--ranks-per-host", "4", "--root",
+  ProcessResult r = tableTopo({"--tune", "--ranks", "8", "--ranks-per-host", "4", "--root",
                           dataDir() + "/sysfs/two-socket"});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "no host window, not one-sided; inter-host ethernet at 25 Gb/s "
@@ -302,12 +339,12 @@ TEST(ChorusTopo, TuneSeveralHosts) {
   EXPECT_TRUE(contains(r.out, "# tuner: 8 ranks on 2 hosts (4 per host")) << r.out;
   // No layout report: with --tune, --ranks only describes the job.
   EXPECT_FALSE(contains(r.out, "Ring:")) << r.out;
-  ProcessResult fast = topo({"--tune", "--ranks", "4", "--ranks-per-host", "2", "--nic-gbps",
+  ProcessResult fast = tableTopo({"--tune", "--ranks", "4", "--ranks-per-host", "2", "--nic-gbps",
                              "100", "--root", dataDir() + "/sysfs/two-socket"});
   ASSERT_EQ(fast.status, 0) << fast.err;
   EXPECT_TRUE(contains(fast.out, "inter ethernet 100 Gb/s")) << fast.out;
-  EXPECT_EQ(topo({"--tune", "--transport", "ucx"}).status, 2);
-  EXPECT_EQ(topo({"--tune", "--constants", "shm.speed=3"}).status, 2);
+  EXPECT_EQ(tableTopo({"--tune", "--transport", "ucx"}).status, 2);
+  EXPECT_EQ(tableTopo({"--tune", "--constants", "shm.speed=3"}).status, 2);
 }
 
 }  // namespace
