@@ -137,12 +137,30 @@ HostCalibration measureHost(uint64_t dramBytes, uint64_t cacheBytes, double budg
   return c;
 }
 
+// How this library was compiled: its kernels run several times slower unoptimized or under a
+// sanitizer, so such a build measures and caches rates of its own (an AddressSanitizer test run
+// must not leave its rates to the optimized library's next job).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define CHORUS_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define CHORUS_SANITIZED 1
+#endif
+#endif
+#if defined(CHORUS_SANITIZED)
+constexpr const char* kBuildKind = "sanitized";
+#elif defined(__OPTIMIZE__)
+constexpr const char* kBuildKind = "optimized";
+#else
+constexpr const char* kBuildKind = "unoptimized";
+#endif
+
 std::string hostKey() {
   struct utsname u {};
   const std::string release = ::uname(&u) == 0 ? u.release : "unknown";
   std::string key = "cpu=" + cpuModelName() + ";kernel=" + release +
                     ";boot=" + firstLine("/proc/sys/kernel/random/boot_id") +
-                    ";chorus=" + std::to_string(CHORUS_VERSION_CODE);
+                    ";chorus=" + std::to_string(CHORUS_VERSION_CODE) + ";build=" + kBuildKind;
   // One line: nothing in it may end the line early.
   std::replace(key.begin(), key.end(), '\n', ' ');
   return key;

@@ -11,9 +11,11 @@
 // without XDG_RUNTIME_DIR, /tmp/chorus-<uid>; the directory is made 0700 and used only when it
 // is a real directory owned by this user that nobody else may write; the file is written 0600
 // through a temporary file and rename. Its key line names the CPU model, the kernel release, the
-// boot id and the chorus version: another CPU, a kernel or chorus upgrade or a reboot makes it
-// stale. A file that does not parse, holds a value out of range or another key is ignored and
-// rewritten; a directory that cannot be written costs a measurement per job, never an error.
+// boot id, the chorus version and the kind of build (optimized, unoptimized, sanitized: their
+// kernels run at different speeds): another CPU, a kernel or chorus upgrade, a reboot or a
+// library built another way makes it stale. A file that does not parse, holds a value out of
+// range or another key is ignored and rewritten; a directory that cannot be written costs a
+// measurement per job, never an error.
 //
 // It lives with the communicator (src/core/) because it runs the executor's kernels, which the
 // cost vocabulary may not include; it fills the cost model's terms, hence its namespace.

@@ -143,10 +143,12 @@ TEST(Calibration, MeasuresPositiveFiniteRates) {
   EXPECT_GT(c.measureMs, 0);
 }
 
-TEST(Calibration, KeyNamesCpuKernelBootAndVersion) {
+TEST(Calibration, KeyNamesCpuKernelBootVersionAndBuild) {
   const std::string key = hostKey();
-  for (const char* part : {"cpu=", ";kernel=", ";boot=", ";chorus="})
+  for (const char* part : {"cpu=", ";kernel=", ";boot=", ";chorus=", ";build="})
     EXPECT_NE(key.find(part), std::string::npos) << key;
+  const std::string build = key.substr(key.find(";build=") + 7);
+  EXPECT_TRUE(build == "optimized" || build == "unoptimized" || build == "sanitized") << key;
   EXPECT_EQ(key.find('\n'), std::string::npos);
 }
 
