@@ -61,58 +61,12 @@ std::array<SizeClass, kClasses>& classes() {
 
 size_t classOf(size_t bytes) { return (std::max<size_t>(bytes, 1) + kGranule - 1) / kGranule - 1; }
 
-// Each thread keeps the blocks it freed last, up to kCachedBlocks per class, and takes them back
-// without the class's lock: a thread that posts calls and waits for them frees and reuses the
-// same blocks, and the spin lock's atomic exchange (two per block) was the largest part of the
-// pool's cost per nonblocking call. Blocks a thread frees beyond that go to the class's list;
-// a thread's cache goes back to the lists when it exits.
-constexpr uint32_t kCachedBlocks = 4096;  // a queue of a few thousand posted calls, per class
-
-// Trivially destructible, so it stays usable until the thread is gone: a block freed by a
-// destructor that runs after the flusher's (another thread_local's, or at exit a static's)
-// goes to the class's list instead (`flushed`).
-struct ThreadCache {
-  FreeBlock* head[kClasses];
-  uint32_t count[kClasses];
-  bool flushed;
-};
-thread_local ThreadCache tCache{};
-
-void pushAll(size_t cls, FreeBlock* first) {
-  if (!first) return;
-  FreeBlock* last = first;
-  while (last->next) last = last->next;
-  SizeClass& c = classes()[cls];
-  std::lock_guard<SpinLock> lock(c.mu);
-  last->next = c.free;
-  c.free = first;
-}
-
-struct CacheFlusher {
-  bool armed = false;
-  ~CacheFlusher() {
-    tCache.flushed = true;
-    for (size_t cls = 0; cls < kClasses; ++cls) {
-      pushAll(cls, tCache.head[cls]);
-      tCache.head[cls] = nullptr;
-      tCache.count[cls] = 0;
-    }
-  }
-};
-thread_local CacheFlusher tFlusher;
-
 }  // namespace
 
 void* allocate(size_t bytes) {
   if (bytes > kMaxBlock) return ::operator new(bytes);
   const size_t cls = classOf(bytes);
   const size_t block = (cls + 1) * kGranule;
-  ThreadCache& t = tCache;
-  if (FreeBlock* b = t.head[cls]) {
-    t.head[cls] = b->next;
-    --t.count[cls];
-    return b;
-  }
   SizeClass& c = classes()[cls];
   std::lock_guard<SpinLock> lock(c.mu);
   if (c.free) {
@@ -147,18 +101,9 @@ void release(void* p, size_t bytes) noexcept {
     ::operator delete(p);
     return;
   }
-  const size_t cls = classOf(bytes);
-  auto* b = static_cast<FreeBlock*>(p);
-  ThreadCache& t = tCache;
-  if (t.count[cls] < kCachedBlocks && !t.flushed) {
-    if (t.count[cls] == 0) tFlusher.armed = true;  // constructs it (at the thread's first use)
-    b->next = t.head[cls];
-    t.head[cls] = b;
-    ++t.count[cls];
-    return;
-  }
-  SizeClass& c = classes()[cls];
+  SizeClass& c = classes()[classOf(bytes)];
   std::lock_guard<SpinLock> lock(c.mu);
+  auto* b = static_cast<FreeBlock*>(p);
   b->next = c.free;
   c.free = b;
 }

@@ -15,9 +15,7 @@
 // a pool's memory is its high-water mark, like any allocator's arena.
 //
 // Process-wide (a request may outlive its communicator) and thread-safe (a request is freed by
-// whichever thread drops it last): one spin lock per size class, held for a pointer swap, and in
-// front of it a cache per thread of the blocks it freed last (block_pool.cc), taken back without
-// a lock or an atomic instruction.
+// whichever thread drops it last): one spin lock per size class, held for a pointer swap.
 #pragma once
 
 #include <cstddef>

@@ -51,26 +51,6 @@ TEST(BlockPool, SlabsAreMappedOnlyWhenTheFreeBlocksRunOut) {
   for (void* p : blocks) release(p, kBytes);
 }
 
-TEST(BlockPool, AThreadsFreedBlocksOutliveIt) {
-  constexpr size_t kBytes = 448;  // a size class nothing else here uses
-  constexpr int kBlocks = 300;
-  std::set<void*> freedThere;
-  std::thread t([&] {
-    std::vector<void*> blocks;
-    for (int i = 0; i < kBlocks; ++i) blocks.push_back(allocate(kBytes));
-    for (void* p : blocks) release(p, kBytes);  // kept in the thread's cache
-    freedThere.insert(blocks.begin(), blocks.end());
-  });
-  t.join();
-  // The thread's cache went back to the class when it exited: served from it, nothing mapped.
-  const size_t mapped = mappedBytes();
-  std::vector<void*> again;
-  for (int i = 0; i < kBlocks; ++i) again.push_back(allocate(kBytes));
-  EXPECT_EQ(mappedBytes(), mapped);
-  for (void* p : again) EXPECT_EQ(freedThere.count(p), 1u);
-  for (void* p : again) release(p, kBytes);
-}
-
 TEST(BlockPool, LargerObjectsGoToOperatorNew) {
   void* p = allocate(kMaxBlock + 1);
   std::memset(p, 1, kMaxBlock + 1);
