@@ -18,6 +18,7 @@ constexpr size_t kClasses = kMaxBlock / kGranule;
 constexpr size_t kFirstSlabBlocks = 2048;
 constexpr size_t kMinSlab = 64 << 10;
 constexpr size_t kMaxSlab = 64 << 20;
+constexpr size_t kPage = 4096;  // the smallest page size: a write to each touches them all
 
 struct FreeBlock {
   FreeBlock* next;
@@ -79,6 +80,11 @@ void* allocate(size_t bytes) {
     void* m = ::mmap(nullptr, slab, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     if (m == MAP_FAILED) throw std::bad_alloc();
+    // A write to every page now: MAP_POPULATE (and MADV_POPULATE_WRITE alike) left a page's
+    // first write from user space at ~6 us on the VM this was measured on (against ~13 us
+    // unpopulated, and 0.01 us once written), so without it the calls that first use a block
+    // of each page pay it one at a time (block_pool.h).
+    for (size_t off = 0; off < slab; off += kPage) static_cast<volatile std::byte*>(m)[off] = {};
     gMapped.fetch_add(slab, std::memory_order_relaxed);
     c.cursor = static_cast<std::byte*>(m);
     c.end = c.cursor + slab / block * block;
