@@ -90,6 +90,19 @@ int countEntries(const char* dir) {
 }
 int openFds() { return countEntries("/proc/self/fd"); }
 int threads() { return countEntries("/proc/self/task") + 1; }
+// Threads once every joined thread has left /proc/self/task. pthread_join returns when the
+// kernel clears the thread's id, which it does before it removes the task: a thread just joined
+// can still be listed for a moment (seen once in CI, a loaded 2-core run: "runs 1 more threads
+// than before" after a clean teardown). A thread that was never joined stays listed, so a wait
+// of up to a second for the count to fall back to `before` tells the two apart.
+int threadsSettledTo(int before) {
+  int n = threads();
+  for (int i = 0; i < 1000 && n > before; ++i) {
+    ::usleep(1000);
+    n = threads();
+  }
+  return n;
+}
 
 // The victim's fault, at the moment of the call. For abort, `comm` is aborted by another thread
 // shortly after (the caller is then inside its call); returns that thread.
@@ -205,7 +218,7 @@ std::string runSurvivorOrVictim(const Cell& c, Shared* sh, int rank, int nranks)
     if (rank == 0 && c.fault == "stop" && sh->victimPid.load() > 0)
       ::kill(sh->victimPid.load(), SIGKILL);
     me.fdsAfter = openFds();
-    me.threadsAfter = threads();
+    me.threadsAfter = threadsSettledTo(me.threadsBefore);
     return why;
   }
   if (r != chorusSuccess)
@@ -308,7 +321,7 @@ std::string runSurvivorOrVictim(const Cell& c, Shared* sh, int rank, int nranks)
   const std::string after = afterwards(comm, sh, rank, nranks);
   if (why.empty()) why = after;
   me.fdsAfter = openFds();
-  me.threadsAfter = threads();
+  me.threadsAfter = threadsSettledTo(me.threadsBefore);
   if (why.empty() && me.fdsAfter > me.fdsBefore)
     why = "holds " + std::to_string(me.fdsAfter - me.fdsBefore) + " more descriptors than before";
   if (why.empty() && me.threadsAfter > me.threadsBefore)
