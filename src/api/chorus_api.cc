@@ -274,7 +274,7 @@ chorusResult_t startColl(chorusComm_t comm, CollArgs&& args, chorusRequest_t* re
                                              "chorusGroupStart/chorusGroupEnd"));
   auto r = comm->impl->collectiveAsync(std::move(args));
   if (!r.ok()) return report(comm, r.status());
-  *request = new chorusRequest{r.value(), comm};
+  *request = new chorusRequest{std::move(r).value(), comm};  // moved: no reference count bump
   return chorusSuccess;
 }
 
@@ -507,7 +507,7 @@ chorusResult_t p2pImpl(bool isSend, const void* buf, size_t count, chorusDataTyp
                                                "chorusGroupStart/chorusGroupEnd"));
     auto r = comm->impl->sendRecvAsync({op});
     if (!r.ok()) return report(comm, r.status());
-    *req = new chorusRequest{r.value(), comm};
+    *req = new chorusRequest{std::move(r).value(), comm};
     return chorusSuccess;
   }
   if (tlsGroup.depth > 0) {

@@ -67,7 +67,7 @@ void OpQueue::enqueue(std::shared_ptr<Request> req, bool urgent) {
     std::lock_guard<std::mutex> lock(queueMu_);
     queue_.push_back(std::move(req));
     queued_.fetch_add(1, std::memory_order_acq_rel);
-    activity_.fetch_add(1, std::memory_order_relaxed);
+    noteActivity();
     if (urgent) urgentQueued_ = true;
     if (!worker_.joinable() && progressThread_) {
       workerTicking_ = true;
@@ -83,13 +83,24 @@ void OpQueue::enqueue(std::shared_ptr<Request> req, bool urgent) {
 Status OpQueue::wait(const std::shared_ptr<Request>& req) {
   Status s;
   if (req->test(&s)) return s;
-  waiters_.fetch_add(1, std::memory_order_acq_rel);
-  activity_.fetch_add(1, std::memory_order_relaxed);
-  while (!req->test(&s)) {
+  noteActivity();
+  {
+    // The usual case, a caller completing its requests in order: the first operation this
+    // thread runs is its own (or it finished meanwhile), and the worker need not be told to
+    // stand aside for a single step.
     std::lock_guard<std::mutex> exec(execMu_);  // waits out an operation the worker is running
-    if (!runNext()) break;                      // nothing queued: ours has finished
+    const bool ran = runNext();  // false: nothing queued, so ours has finished
+    if (!ran || req->test(&s)) {
+      req->test(&s);
+      return s;
+    }
   }
-  activity_.fetch_add(1, std::memory_order_relaxed);
+  waiters_.fetch_add(1, std::memory_order_acq_rel);
+  while (!req->test(&s)) {
+    std::lock_guard<std::mutex> exec(execMu_);
+    if (!runNext()) break;
+  }
+  noteActivity();
   waiters_.fetch_sub(1, std::memory_order_acq_rel);
   // What is left is the worker's again. It is ticking (work came in within kIdleMs), so no
   // wake-up: a caller that waits for its requests one after another (the usual pattern) runs

@@ -125,6 +125,11 @@ class OpQueue {
   bool workerTicking_ = false;  // the worker sleeps in ticks (no wake-up needed)
   bool urgentQueued_ = false;   // an urgent operation was queued: the worker runs at once
   // Bumped by every enqueue and wait: unchanged over a tick means the caller is elsewhere.
+  // A load and a store, not an atomic increment (the most expensive instruction on the path of
+  // a small nonblocking call): two bumps that race lose one, but the value still changes.
+  void noteActivity() {
+    activity_.store(activity_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
   std::atomic<uint64_t> activity_{0};
   std::chrono::steady_clock::time_point lastWork_;
   std::thread worker_;
