@@ -106,7 +106,7 @@ Status runQuantStep(const sched::Step& s, const std::byte* a, std::byte* dst, Da
 // without a clock read of its own: runSingle's 8-byte ping-pong spins through it on every pass.
 
 struct IdleClock {
-  std::chrono::steady_clock::time_point lastProgress, lastLiveness, deadline;
+  std::chrono::steady_clock::time_point lastProgress, lastLiveness, deadline, lastYield;
 };
 
 enum class Idle {
@@ -117,8 +117,9 @@ enum class Idle {
 
 // One idle pass at `now` (read by the caller): past the deadline, kTimedOut. Every 100 ms it
 // calls checkPeers(), which returns true when it told a connection its peer is gone (kRetry).
-// Then it spins for wait.spinUs after the last progress, yields for 200 us more, and then says
-// to block for at most 100 ms and never past the deadline.
+// Then it spins for wait.spinUs after the last progress (yielding once every
+// WaitPolicy::kSpinYieldUs of it), yields for 200 us more, and then says to block for at most
+// 100 ms and never past the deadline.
 template <class CheckPeers>
 inline Idle idlePass(IdleClock& clock, std::chrono::steady_clock::time_point now,
                      const WaitPolicy& wait, CheckPeers&& checkPeers, int* waitMs) {
@@ -129,7 +130,14 @@ inline Idle idlePass(IdleClock& clock, std::chrono::steady_clock::time_point now
   }
   const auto idleUs =
       std::chrono::duration_cast<std::chrono::microseconds>(now - clock.lastProgress).count();
-  if (idleUs < wait.spinUs) return Idle::kRetry;
+  if (idleUs < wait.spinUs) {
+    if (now - std::max(clock.lastProgress, clock.lastYield) >=
+        std::chrono::microseconds(WaitPolicy::kSpinYieldUs)) {
+      sched_yield();
+      clock.lastYield = now;
+    }
+    return Idle::kRetry;
+  }
   if (idleUs < wait.spinUs + 200) {
     sched_yield();
     return Idle::kRetry;

@@ -201,6 +201,7 @@ Status ShmWindow::await(int rank, uint64_t seq, uint32_t k, const WaitPolicy& w)
     return Status();
   const auto start = Clock::now();
   auto lastCheck = start;
+  auto lastYield = start;
   while (true) {
     // Spinning only pays when the peer runs on another core at the same time; with more ranks
     // than cores (spinUs 0) the peer needs this core, so give it up at once.
@@ -214,7 +215,13 @@ Status ShmWindow::await(int rank, uint64_t seq, uint32_t k, const WaitPolicy& w)
     if (wordReached(word.load(std::memory_order_acquire), seq, k)) return Status();
     const auto now = Clock::now();
     const auto waited = std::chrono::duration_cast<std::chrono::microseconds>(now - start).count();
-    if (waited < w.spinUs) continue;
+    if (waited < w.spinUs) {
+      if (now - lastYield >= std::chrono::microseconds(WaitPolicy::kSpinYieldUs)) {
+        sched_yield();  // the peer may share this core (WaitPolicy::kSpinYieldUs)
+        lastYield = now;
+      }
+      continue;
+    }
     if (w.abortFlag && w.abortFlag->load(std::memory_order_relaxed))
       return remoteError("the communicator was aborted on rank " + std::to_string(rank_) +
                          " (chorusCommAbort)");
