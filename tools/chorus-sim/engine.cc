@@ -41,6 +41,16 @@ struct Completion {
 
 enum class TimerKind : uint8_t { kDeliver, kReadArrived, kAwaitDone };
 
+// A token bucket (Resource::burstBytes) running dry at `at` at the rates of `version`.
+struct BucketEvent {
+  double at;
+  int resource;
+  uint32_t version;
+  bool operator>(const BucketEvent& o) const {
+    return at != o.at ? at > o.at : resource > o.resource;
+  }
+};
+
 struct Timer {
   double at;
   uint64_t seq;
@@ -123,6 +133,10 @@ class Sim {
   void settle(Flow& f);
   void removeActive(int id);
   void shareRates();
+  // Token buckets: brings resource r's tokens up to now at its last load; the capacity the
+  // rates see (unlimited while tokens are left).
+  void settleBucket(size_t r);
+  double capacityNow(size_t r) const;
 
   const Machine& m_;
   int count_;  // plans
@@ -159,6 +173,12 @@ class Sim {
   uint32_t epoch_ = 0;
   std::vector<int> dirtyResources_;  // where flows started or ended since the last computation
   std::priority_queue<Completion, std::vector<Completion>, std::greater<Completion>> completions_;
+  // Per resource with a token bucket: its tokens as of tokensAt_, the load (sum of its flows'
+  // rates) since then, and a version that makes older dry-bucket events stale.
+  std::vector<double> tokens_, tokensAt_, load_;
+  std::vector<uint32_t> bucketVersion_;
+  std::priority_queue<BucketEvent, std::vector<BucketEvent>, std::greater<BucketEvent>>
+      bucketEvents_;
   size_t activeFlows_ = 0;
   double now_ = 0;
   Result res_;
@@ -481,6 +501,23 @@ void Sim::finish(int64_t g, int64_t cause) {
   }
 }
 
+void Sim::settleBucket(size_t r) {
+  const double burst = m_.burstBytes(static_cast<int>(r));
+  if (burst <= 0) return;
+  const double dt = now_ - tokensAt_[r];
+  tokens_[r] = std::clamp(tokens_[r] + (m_.capacity(static_cast<int>(r)) - load_[r]) * dt, 0.0,
+                          burst);
+  tokensAt_[r] = now_;
+}
+
+double Sim::capacityNow(size_t r) const {
+  const double burst = m_.burstBytes(static_cast<int>(r));
+  // A bucket with a byte's worth or less left counts as empty, so rounding cannot leave a
+  // resource flipping between its two capacities.
+  if (burst > 0 && tokens_[r] > 1) return kUnlimited;
+  return m_.capacity(static_cast<int>(r));
+}
+
 // Max-min fair rates by progressive filling, over the flows connected (through shared
 // resources) to where a flow started or ended: only their rates can have changed.
 void Sim::shareRates() {
@@ -513,7 +550,8 @@ void Sim::shareRates() {
   // The discovery order is itself deterministic (resource lists change only through events,
   // which run in a fixed order), so the result does not depend on anything but the input.
   for (int r : res) {
-    resLeft_[static_cast<size_t>(r)] = m_.capacity(r);
+    settleBucket(static_cast<size_t>(r));  // at the load it had until now
+    resLeft_[static_cast<size_t>(r)] = capacityNow(static_cast<size_t>(r));
     resUnfrozen_[static_cast<size_t>(r)] = 0;
   }
   for (int id : fl) {
@@ -549,7 +587,8 @@ void Sim::shareRates() {
       bool stop = f.rate >= f.cap * (1 - 1e-12);
       for (int r : f.resources) {
         const size_t ri = static_cast<size_t>(r);
-        stop = stop || resLeft_[ri] <= m_.capacity(r) * 1e-12;
+        const double cap = capacityNow(ri);
+        stop = stop || (cap < kUnlimited && resLeft_[ri] <= cap * 1e-12);
       }
       if (!stop) continue;
       f.frozen = true;
@@ -570,6 +609,19 @@ void Sim::shareRates() {
     Flow& f = flows_[static_cast<size_t>(id)];
     ++f.version;
     if (f.rate > 0) completions_.push({now_ + f.remaining / f.rate, id, f.version});
+  }
+  // Buckets: the new load, and when a bucket that is drained faster than it fills runs dry
+  // (then its capacity falls back and the rates change).
+  for (int r : res) {
+    const size_t ri = static_cast<size_t>(r);
+    if (m_.burstBytes(r) <= 0) continue;
+    double load = 0;
+    for (int id : onResource_[ri]) load += flows_[static_cast<size_t>(id)].rate;
+    load_[ri] = load;
+    ++bucketVersion_[ri];
+    const double over = load - m_.capacity(r);
+    if (capacityNow(ri) == kUnlimited && over > 0)
+      bucketEvents_.push({now_ + tokens_[ri] / over, r, bucketVersion_[ri]});
   }
   // Every recomputation leaves the old completions of its flows behind as stale entries; when
   // they outnumber the live ones, start the heap again from the active flows.
@@ -616,6 +668,12 @@ StatusOr<Result> Sim::run() {
   resMark_.assign(nres, 0);
   res_.resourceBytes.assign(nres, 0);
   res_.resourceBusyUs.assign(nres, 0);
+  // Buckets start empty: the calls a benchmark times run back to back, and each leaves the
+  // links it saturated with no tokens left (a full bucket would be an isolated call's).
+  tokens_.assign(nres, 0);
+  tokensAt_.assign(nres, 0);
+  load_.assign(nres, 0);
+  bucketVersion_.assign(nres, 0);
   CHORUS_RETURN_IF_ERROR(match());
   peers_ = {};
   for (size_t g = 0; g < total; ++g)
@@ -636,11 +694,27 @@ StatusOr<Result> Sim::run() {
            completions_.top().version !=
                flows_[static_cast<size_t>(completions_.top().flow)].version)
       completions_.pop();
+    while (!bucketEvents_.empty() &&
+           bucketEvents_.top().version !=
+               bucketVersion_[static_cast<size_t>(bucketEvents_.top().resource)])
+      bucketEvents_.pop();
     const double next = completions_.empty() ? kUnlimited : completions_.top().at;
     const double timerAt = timers_.empty() ? kUnlimited : timers_.top().at;
-    const double t = std::min(next, timerAt);
+    const double dryAt = bucketEvents_.empty() ? kUnlimited : bucketEvents_.top().at;
+    const double t = std::min({next, timerAt, dryAt});
     if (t == kUnlimited) break;
     now_ = std::max(now_, t);
+    // Buckets that run dry now: their resources' flows are shared out again.
+    while (!bucketEvents_.empty() && bucketEvents_.top().at <= now_) {
+      const BucketEvent e = bucketEvents_.top();
+      bucketEvents_.pop();
+      const size_t ri = static_cast<size_t>(e.resource);
+      if (e.version != bucketVersion_[ri]) continue;
+      settleBucket(ri);
+      tokens_[ri] = 0;
+      ++bucketVersion_[ri];
+      dirtyResources_.push_back(e.resource);
+    }
     // Flows whose last byte leaves now (within rounding), in a fixed order.
     std::vector<int> done;
     while (!completions_.empty() && completions_.top().at <= t + t * 1e-12 + 1e-12) {

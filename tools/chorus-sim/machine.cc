@@ -280,6 +280,19 @@ StatusOr<Machine> Machine::fromSystem(const topo::System& sys, int hosts, int ra
   return m;
 }
 
+Status Machine::setNicBurst(double us, double minBytes) {
+  if (!(us >= 0) || !std::isfinite(us) || !(minBytes >= 0) || !std::isfinite(minBytes))
+    return invalidArgument("NIC burst: " + std::to_string(us) + " us, at least " +
+                           std::to_string(minBytes) + " bytes (must be finite, non-negative)");
+  std::vector<int> ports(nicTx_);
+  ports.insert(ports.end(), nicRx_.begin(), nicRx_.end());
+  for (int id : ports) {
+    Resource& r = local_[static_cast<size_t>(id)];
+    r.burstBytes = us > 0 ? std::max(r.capacity * us, minBytes) : 0;
+  }
+  return Status();
+}
+
 Status Machine::setNetwork(const NetSpec& net, double switchLatencyUs) {
   if (net.hostsPerLeaf < 0)
     return invalidArgument("network: " + std::to_string(net.hostsPerLeaf) +

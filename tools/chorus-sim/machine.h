@@ -57,6 +57,10 @@ inline constexpr double kUnlimited = std::numeric_limits<double>::infinity();
 struct Resource {
   std::string name;
   double capacity = kUnlimited;  ///< bytes per µs; kUnlimited: never a bottleneck
+  /// A token bucket in front of the resource (an emulated link: tc tbf): while it holds
+  /// tokens the resource is not a bottleneck; tokens fill at `capacity` less what passes, up
+  /// to this many bytes, and drain at what passes less `capacity`. 0: a plain link.
+  double burstBytes = 0;
 };
 
 struct Route {
@@ -95,6 +99,13 @@ class Machine {
   static StatusOr<Machine> fromSystem(const topo::System& system, int hosts, int ranksPerHost,
                                       const Constants& k, double nicGbps = 0);
 
+  /// Gives every NIC port (transmit and receive) a token bucket of `us` microseconds of its
+  /// rate, at least `minBytes` (what tc tbf does to the netns hosts' links, tests/netns/
+  /// hosts.sh); 0 takes them away. The buckets start full.
+  Status setNicBurst(double us, double minBytes);
+  double burstBytes(int id) const {
+    return id < hostResources() ? local_[localId(id)].burstBytes : 0;
+  }
   /// Puts the hosts on `net` (default: one non-blocking switch). `switchLatencyUs` is paid per
   /// switch traversed beyond the first (which the route latency already holds).
   Status setNetwork(const NetSpec& net, double switchLatencyUs);

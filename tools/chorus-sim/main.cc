@@ -113,6 +113,7 @@ int main(int argc, char** argv) {
   uint64_t quantGroup = 256;
   int hostsPerLeaf = 0;
   double oversub = 1;
+  double nicBurstUs = 0, nicBurstMin = 64 << 10;
   bool oneSided = false, showConstants = false, quiet = false, noFold = false;
   uint64_t maxSteps = sim::Case{}.maxSteps;
 
@@ -153,6 +154,14 @@ int main(int argc, char** argv) {
   app.add_option("--oversub", oversub,
                  "fattree / rails: a leaf's downlink / uplink bandwidth (default 1)")
       ->check(CLI::Range(1.0, 1e6));
+  app.add_option("--nic-burst-us", nicBurstUs,
+                 "emulated NICs (tc tbf): a token bucket of this many us of the NIC's rate on "
+                 "each direction, which lets a NIC that was idle send that much at once "
+                 "(tests/netns/hosts.sh: 4000; default 0, a physical link)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--nic-burst-min", nicBurstMin,
+                 "with --nic-burst-us: the bucket's smallest size, bytes (default 64K)")
+      ->transform(CLI::AsSizeValue(false));
   app.add_option("--intra-gbps", intraGBps, "flat hosts: per-rank port, GB/s")
       ->check(CLI::PositiveNumber);
   app.add_option("--intra-us", intraUs, "flat hosts: latency of a message in a host, us")
@@ -275,6 +284,9 @@ int main(int argc, char** argv) {
   net.hostsPerLeaf = hostsPerLeaf;
   net.oversub = oversub;
   if (chorus::Status s = machine->setNetwork(net, k.switchLatencyUs); !s.ok())
+    return fail(s.message(), 1);
+  if (chorus::Status s = machine->setNicBurst(nicBurstUs, static_cast<double>(nicBurstMin));
+      !s.ok())
     return fail(s.message(), 1);
 
   std::FILE* csv = nullptr;

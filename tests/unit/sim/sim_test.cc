@@ -157,6 +157,35 @@ TEST(SimEngine, FlowsBetweenHostsShareTheNic) {
   EXPECT_NEAR(simulateOk(m, p).timeUs, 2000 + 7, kTol);
 }
 
+// A NIC behind a token bucket (an emulated link, tc tbf): the bucket starts empty and fills
+// at the NIC's rate less what passes; while it holds tokens the NIC is no bottleneck. Rank 0
+// sends A (250 KB) to rank 1 at the NIC's 250 B/us (buckets empty): 1000 us, arriving at 1007.
+// Rank 1 copies it (500 KB of memory traffic at 1000 B/us: 1507), then sends B (1 KB) back:
+// h1's transmit and h0's receive buckets have filled since 0 (more than 1 KB), so B goes at the
+// ports' 1000 B/us (1 us) and arrives at 1515. Then rank 0 sends C (400 KB, after B, which it
+// reads): h0's transmit and h1's receive buckets have filled for 515 us since A left (128,750
+// B each), so C goes at 1000 B/us while they last, draining them at 750 B/us (171.67 us), and
+// the rest (228,333 B) at 250 B/us (913.33 us): it leaves at 2600 and arrives at 2607. Without
+// the buckets B takes 4 us and C 1600 us: 3125.
+TEST(SimEngine, TokenBucketLetsAnIdleNicBurst) {
+  for (const bool bucket : {true, false}) {
+    Machine m = flat(2, 1, /*alpha=*/5, /*nicGBps=*/0.25, /*interAlpha=*/7, /*memGBps=*/1);
+    ASSERT_TRUE(m.setNicBurst(bucket ? 2000 : 0, 0).ok());  // 2000 us x 250 B/us = 500 KB
+    Plans p(2);
+    p[0].send(1, in(250'000));
+    p[0].recv(1, out(1'000));
+    p[0].send(1, out(400'000));
+    p[1].recv(0, out(250'000));
+    p[1].copy(out(250'000), out(250'000, 250'000));
+    p[1].send(0, out(1'000, 250'000));
+    p[1].recv(0, out(400'000, 500'000));
+    const Result r = simulateOk(m, p);
+    EXPECT_NEAR(r.rankDoneUs[1], bucket ? 2607 : 3125, 1e-3) << (bucket ? "bucket" : "none");
+  }
+  Machine m = flat(2, 1);
+  EXPECT_FALSE(m.setNicBurst(-1, 0).ok());
+}
+
 // A reduction costs reduceTraffic x bytes at the rank's memory rate, after its message.
 TEST(SimEngine, RecvReduceAddsMemoryTime) {
   const Machine m = flat(1, 2, 5, 1, 7, /*memGBps=*/3);
