@@ -19,6 +19,10 @@
 //                     plus its destination (packed blocks, or elements)
 //   signal / await    a signal is done at once; an await is done once the peer's signal
 //                     number `target` is done plus the route latency between them
+// Token buckets. A resource with Resource::burstBytes (an emulated link's tc tbf) is no
+// bottleneck while its bucket holds tokens; the bucket fills at the resource's capacity less
+// what passes and drains at what passes less the capacity; it starts empty (timed calls run back
+// to back). When a draining bucket runs dry the rates are shared out again, like at a flow's end.
 // Fair sharing. Flows in their bandwidth phase share every resource they cross max-min fairly
 // (progressive filling: all rates grow together; a resource that fills freezes its flows; a
 // flow also stops at its route's ceiling). Rates are recomputed whenever a flow starts or ends,
