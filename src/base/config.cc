@@ -37,7 +37,7 @@ constexpr EnvVar kVars[] = {
     {"CHORUS_IB_NICS_PER_RANK", "1", "ibverbs transport: NICs (ports) one rank stripes over, one queue pair per NIC per peer (1-16); rank with local rank l takes the accepted ports l*n .. l*n+n-1 (mod count); every rank must use the same value"},
     {"CHORUS_IB_STRIPE_MIN_BYTES", "512K", "ibverbs transport: messages of at least this many bytes (K/M/G suffixes) are cut into one piece per NIC when CHORUS_IB_NICS_PER_RANK > 1; smaller ones go whole, the NICs in turn"},
     {"CHORUS_IB_FORK_INIT", "1", "ibverbs transport: 1 calls ibv_fork_init() before the first device is opened, so a forked child does not corrupt registered memory; 0 leaves fork safety to the application (see README)"},
-    {"CHORUS_CONNECT", "eager", "eager: connect every pair of ranks when the communicator is created (a failure anywhere reaches every rank directly); lazy: connect a pair at its first message (fewer sockets for large jobs)"},
+    {"CHORUS_CONNECT", "auto", "eager: connect every pair of ranks when the communicator is created (a failure anywhere reaches every rank directly); lazy: connect a pair at its first message (fewer sockets for large jobs); auto: eager up to 512 ranks, lazy above"},
     // Collectives
     {"CHORUS_ALGO", "", "force algorithms: 'ring' or per collective 'allreduce:ring,broadcast:chain'"},
     {"CHORUS_CHUNK_SIZE", "256K", "pipelining chunk of ring/chain schedules (bytes, K/M/G suffixes)"},

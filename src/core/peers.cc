@@ -290,15 +290,21 @@ Status Peers::connect(const std::vector<int>& peers) {
   return Status();
 }
 
+StatusOr<bool> Peers::eagerFor(const std::string& mode, int nranks) {
+  if (mode == "eager") return true;
+  if (mode == "lazy") return false;
+  if (mode == "auto") return nranks <= kEagerMaxRanks;
+  return invalidArgument("CHORUS_CONNECT='" + mode + "' is not 'eager', 'lazy' or 'auto'");
+}
+
 Status Peers::connectEagerly() {
-  const std::string mode = config::getString("CHORUS_CONNECT");
+  CHORUS_ASSIGN_OR_RETURN(const bool eager,
+                          eagerFor(config::getString("CHORUS_CONNECT"), size()));
   if (conns_.size() != records_.size()) {
     conns_.resize(records_.size());
     connTransport_.assign(records_.size(), -1);
   }
-  if (mode == "lazy") return Status();
-  if (mode != "eager")
-    return invalidArgument("CHORUS_CONNECT='" + mode + "' is neither 'eager' nor 'lazy'");
+  if (!eager) return Status();
   std::vector<int> all;
   for (int p = 0; p < size(); ++p)
     if (p != rank_) all.push_back(p);

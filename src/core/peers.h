@@ -51,8 +51,17 @@ class Peers final : public exec::PeerAccess {
   /// ones accepted, so no cycle of ranks waiting for each other forms. Bounded by the timeout;
   /// a same-host peer whose process is gone fails it within about a second.
   Status connect(const std::vector<int>& peers);
-  /// CHORUS_CONNECT=eager: every peer now; lazy: nothing.
+  /// CHORUS_CONNECT=eager: every peer now; lazy: nothing; auto (the default): eager up to
+  /// kEagerMaxRanks ranks, lazy above.
   Status connectEagerly();
+  /// Whether CHORUS_CONNECT `mode` connects a communicator of `nranks` eagerly; an error naming
+  /// the variable for an unknown mode. Depends on nothing a rank could see differently.
+  static StatusOr<bool> eagerFor(const std::string& mode, int nranks);
+  /// The largest communicator CHORUS_CONNECT=auto connects eagerly: its n - 1 sockets per rank
+  /// then stay within half of Debian's default soft `ulimit -n` (1,024), leaving the rest to
+  /// the application. chorus-sim --init puts the end of the full mesh near 1,000 ranks
+  /// (docs/simulation.md, "Init at scale").
+  static constexpr int kEagerMaxRanks = 512;
 
   Connection* connection(int peer) override { return conns_[static_cast<size_t>(peer)].get(); }
   /// Non-ok when `peer` is known to have failed: its process is gone (same-host peers: the pid
