@@ -8,9 +8,10 @@
 //   2. all-gather #1 of every rank's PeerInfo (bootstrap::serializePeerInfo) through the store:
 //      one setMultiGet per rank (its key and value, then all n keys), answered when the last
 //      rank's key arrives, with all n values;
-//   3. connections: CHORUS_CONNECT=eager (the default) dials every other rank, one after the
-//      other (Peers::connect: higher ranks first), one TCP socket per peer on another host
-//      (shared memory inside a host); lazy connects the peers of each plan at its first call;
+//   3. connections: CHORUS_CONNECT=eager (what the default, auto, does up to 512 ranks) dials
+//      every other rank, one after the other (Peers::connect: higher ranks first), one TCP
+//      socket per peer on another host (shared memory inside a host); lazy connects the peers
+//      of each plan at its first call;
 //   4. all-gather #2 of the 12-byte votes (Vote::kBytes), through the store again.
 // Heartbeats (src/core/heartbeat.h) run from creation on: a datagram to every other rank per
 // interval, eager or lazy.
