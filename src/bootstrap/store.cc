@@ -20,6 +20,7 @@
 #include "src/bootstrap/wire.h"
 #include "src/base/config.h"
 #include "src/base/logging.h"
+#include "src/base/thread_name.h"
 
 namespace chorus::bootstrap {
 namespace {
@@ -592,7 +593,10 @@ StatusOr<std::shared_ptr<StoreServer>> StoreServer::start(const net::SockAddr& b
   auto impl = std::make_unique<Impl>(std::move(listenFd), net::Fd(efd), secret,
                                      "store at " + bound.toString());
   std::shared_ptr<StoreServer> server(new StoreServer(bound, secret, std::move(impl)));
-  server->thread_ = std::make_unique<std::thread>([p = server->impl_.get()] { p->run(); });
+  server->thread_ = std::make_unique<std::thread>([p = server->impl_.get()] {
+    nameThisThread("chorus-store");
+    p->run();
+  });
   CHORUS_LOG(INFO, INIT) << "bootstrap store listening on " << bound.toString();
   return server;
 }

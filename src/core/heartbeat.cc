@@ -11,6 +11,7 @@
 
 #include "src/base/config.h"
 #include "src/base/logging.h"
+#include "src/base/thread_name.h"
 
 namespace chorus {
 namespace {
@@ -125,7 +126,10 @@ Status Heartbeat::start(const std::vector<std::vector<uint8_t>>& endpoints) {
   startNs_ = now;
   // The first beat leaves now, before the creation's last all-gather (see the header).
   send(0);
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    nameThisThread("chorus-beat");
+    run();
+  });
   return Status();
 }
 

@@ -1,5 +1,7 @@
 #include "src/core/op_queue.h"
 
+#include "src/base/thread_name.h"
+
 namespace chorus {
 
 bool Request::test(Status* out) {
@@ -72,7 +74,10 @@ void OpQueue::enqueue(std::shared_ptr<Request> req, bool urgent) {
     if (!worker_.joinable() && progressThread_) {
       workerTicking_ = true;
       lastWork_ = std::chrono::steady_clock::now();
-      worker_ = std::thread([this] { workerLoop(); });
+      worker_ = std::thread([this] {
+        nameThisThread("chorus-progress");
+        workerLoop();
+      });
     }
     wake = urgent || !workerTicking_;
     if (wake) workerTicking_ = true;  // it will tick from its next wake-up on
