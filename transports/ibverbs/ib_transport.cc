@@ -17,6 +17,7 @@
 #include "src/base/config.h"
 #include "src/base/logging.h"
 #include "src/base/socket_util.h"
+#include "src/base/thread_name.h"
 #include "src/base/verbs_api.h"
 #include "transports/ibverbs/ib_connection.h"
 #include "transports/ibverbs/ib_device.h"
@@ -129,7 +130,10 @@ class IbTransport final : public Transport {
       const int wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
       if (wake < 0) return errnoStatus("eventfd", me() + ": side channel");
       wake_ = net::Fd(wake);
-      listener_ = std::thread([this] { serve(); });
+      listener_ = std::thread([this] {
+        nameThisThread("chorus-ib");
+        serve();
+      });
       blob_ = encode(e);
       CHORUS_LOG(INFO, NET) << me() << " side channel listening on " << e.side.toString();
     }
