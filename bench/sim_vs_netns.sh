@@ -82,8 +82,9 @@ for layout in $LAYOUTS; do
             awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
       [[ -n $med ]] || { echo "sim_vs_netns: no measurement for $layout $algo $bytes" >&2; exit 1; }
       awk -v l="$layout" -v a="$algo" -v b="$bytes" -v m="$med" -v t="$tbf" -v p="$plain" \
-        'BEGIN { printf "| %s | %s | %d MiB | %.1f | %.1f | %.2f | %.1f | %.2f |\n",
-                 l, a, b / 1048576, m / 1000, t / 1000, t / m, p / 1000, p / m }'
+        'BEGIN { sz = b >= 1048576 ? sprintf("%d MiB", b / 1048576) : sprintf("%d KiB", b / 1024)
+                 printf "| %s | %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f |\n",
+                 l, a, sz, m / 1000, t / 1000, t / m, p / 1000, p / m }'
     done <"$OUT/sim_tbf.txt"
   done
 done
