@@ -34,7 +34,8 @@ sim=$build/tools/chorus-sim/chorus-sim
 for f in "$perf" "$sim"; do
   [[ -x $f ]] || { echo "sim_vs_netns: $f not built" >&2; exit 1; }
 done
-[[ $RATE =~ ^([0-9]+)gbit$ ]] || { echo "sim_vs_netns: RATE must be <N>gbit, not $RATE" >&2; exit 1; }
+[[ $RATE =~ ^([0-9]+)gbit$ ]] ||
+  { echo "sim_vs_netns: RATE must be <N>gbit, not $RATE" >&2; exit 1; }
 gbps=${BASH_REMATCH[1]}
 read -ra sizes <<<"$SIZES"
 
@@ -69,7 +70,8 @@ simulate() {  # layout algo burst-us -> "bytes us" lines
   awk -F, 'NR > 1 { print $5, $7 }' "$OUT/sim.csv"
 }
 
-printf '| layout | algorithm | size | measured ms | simulated (tbf buckets) | sim/meas | simulated (plain links) | sim/meas |\n'
+printf '| layout | algorithm | size | measured ms | simulated (tbf buckets) | sim/meas '
+printf '| simulated (plain links) | sim/meas |\n'
 printf '|---|---|---:|---:|---:|---:|---:|---:|\n'
 for layout in $LAYOUTS; do
   for algo in $ALGOS; do
@@ -77,9 +79,11 @@ for layout in $LAYOUTS; do
     simulate "$layout" "$algo" 0 >"$OUT/sim_plain.txt"
     while read -r bytes tbf; do
       plain=$(awk -v b="$bytes" '$1 == b { print $2 }' "$OUT/sim_plain.txt")
-      med=$(awk -v l="$layout" -v a="$algo" -v b="$bytes" '$1 == l && $2 == a && $3 == b { print $4 }' \
-              "$measured" | sort -g |
-            awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+      med=$(awk -v l="$layout" -v a="$algo" -v b="$bytes" \
+              '$1 == l && $2 == a && $3 == b { print $4 }' "$measured" | sort -g |
+            awk '{ v[NR] = $1 }
+                 END { if (NR) print (NR % 2) ? v[(NR + 1) / 2]
+                                              : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
       [[ -n $med ]] || { echo "sim_vs_netns: no measurement for $layout $algo $bytes" >&2; exit 1; }
       awk -v l="$layout" -v a="$algo" -v b="$bytes" -v m="$med" -v t="$tbf" -v p="$plain" \
         'BEGIN { sz = b >= 1048576 ? sprintf("%d MiB", b / 1048576) : sprintf("%d KiB", b / 1024)

@@ -75,7 +75,7 @@ std::optional<Coll> parseColl(std::string_view name) {
 void printUsage(const char* tool) {
   std::printf(
       "usage: %s [--coll allreduce|allgather|reducescatter|pingpong] [-b MIN] [-e MAX]\n"
-      "       [-f FACTOR] [-n ITERS] [-w WARMUP] [-c 0|1] [-a ALGO]\n"
+      "       [-f FACTOR] [-n ITERS] [-w WARMUP] [-c 0|1] [-z 0|1] [-a ALGO]\n"
       "Same flags, sizes, timing, check and table as chorus-perf (float sum, out-of-place).\n"
       "pingpong: 2 ranks, blocking send/receive, one-way time (half the round trip).\n",
       tool);
@@ -183,6 +183,8 @@ class Runner {
  private:
   void print(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
   double timeCalls(const Geometry& g);
+  // `times` calls of geometry g: one after another (-z 1), or all posted, then completed.
+  void calls(const Geometry& g, int times);
   int64_t checkedRun(const Geometry& g);
 
   const Options& opts_;
@@ -201,10 +203,19 @@ void Runner::print(const char* fmt, ...) {
   std::fflush(stdout);
 }
 
+void Runner::calls(const Geometry& g, int times) {
+  if (opts_.blocking) {
+    for (int i = 0; i < times; ++i) b_.run(send_.get(), recv_.get(), g.count);
+    return;
+  }
+  for (int i = 0; i < times; ++i) b_.post(send_.get(), recv_.get(), g.count);
+  b_.complete();
+}
+
 double Runner::timeCalls(const Geometry& g) {
   b_.barrier();
   auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < opts_.iters; ++i) b_.run(send_.get(), recv_.get(), g.count);
+  calls(g, opts_.iters);
   auto t1 = std::chrono::steady_clock::now();
   double sec = std::chrono::duration<double>(t1 - t0).count() / opts_.iters;
   return b_.sumDouble(sec) / b_.nranks;
@@ -217,7 +228,12 @@ int64_t Runner::checkedRun(const Geometry& g) {
   float* out = recv_.get();
   std::fill(out, out + g.recvCount, std::numeric_limits<float>::quiet_NaN());
   for (size_t j = 0; j < g.sendCount; ++j) in[j] = v.input(b_.rank, j);
-  b_.run(in, out, g.count);
+  if (opts_.blocking) {
+    b_.run(in, out, g.count);
+  } else {  // the path that was timed
+    b_.post(in, out, g.count);
+    b_.complete();
+  }
 
   int64_t wrong = 0;
   switch (opts_.coll) {
@@ -258,9 +274,9 @@ int Runner::run() {
   print("# %s: %s\n", collName(opts_.coll), b_.description.c_str());
   print("# Collective test starting: %s\n", opts_.commandLine.c_str());
   print("# nranks %d minBytes %" PRIu64 " maxBytes %" PRIu64 " step: %" PRIu64
-        "(factor) warmup iters: %d iters: %d validation: %d blocking: 1\n",
+        "(factor) warmup iters: %d iters: %d validation: %d blocking: %d\n",
         b_.nranks, opts_.minBytes, opts_.maxBytes, opts_.stepFactor, opts_.warmupIters,
-        opts_.iters, opts_.check ? 1 : 0);
+        opts_.iters, opts_.check ? 1 : 0, opts_.blocking ? 1 : 0);
   print("# host %s\n#\n", host);
   print("# %10s  %12s  %8s  %6s  %6s           out-of-place\n", "", "", "", "", "");
   print("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s\n", "size", "count", "type", "redop",
@@ -275,7 +291,7 @@ int Runner::run() {
   // Warm-up over the whole range, doubling, as chorus-perf does.
   for (uint64_t s = opts_.minBytes; s <= opts_.maxBytes && s > 0; s *= 2) {
     Geometry g = geometry(opts_.coll, s, b_.nranks);
-    for (int i = 0; i < opts_.warmupIters; ++i) b_.run(send_.get(), recv_.get(), g.count);
+    calls(g, opts_.warmupIters);
   }
 
   bool reduces = opts_.coll == Coll::kAllReduce || opts_.coll == Coll::kReduceScatter;
@@ -368,6 +384,9 @@ std::optional<Options> parseOptions(int argc, char** argv, const char* tool, std
       } else {
         return bad();
       }
+    } else if (flag == "-z") {
+      if (value != "0" && value != "1") return bad();
+      o.blocking = value == "1";
     } else if (flag == "--coll") {
       auto c = parseColl(value);
       if (!c) return bad();
@@ -387,6 +406,11 @@ std::optional<Options> parseOptions(int argc, char** argv, const char* tool, std
 }
 
 int runBenchmark(const Options& opts, const Backend& backend) {
+  if (!opts.blocking && (!backend.post || !backend.complete || opts.coll == Coll::kPingPong)) {
+    if (backend.rank == 0)
+      std::fprintf(stderr, "-z 0: this driver has no nonblocking %s\n", collName(opts.coll));
+    return 2;
+  }
   Runner r(opts, backend);
   return r.run();
 }

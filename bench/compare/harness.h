@@ -4,7 +4,8 @@
 // as a Backend.
 //
 // What is the same as chorus-perf (tools/chorus-perf/, see its README):
-//   - flags -b -e -f -n -w -c (check 0/1) --coll, sizes with binary K/M/G suffixes;
+//   - flags -b -e -f -n -w -c (check 0/1) -z (blocking 0/1; 0 where the driver can post calls)
+//     --coll, sizes with binary K/M/G suffixes;
 //   - one warm-up pass over the whole range (doubling, -w calls per size) before the table;
 //   - a size's time is each rank's mean over -n calls started after a barrier, averaged over
 //     ranks; timed calls run on zero-filled buffers;
@@ -43,6 +44,9 @@ struct Options {
   int iters = 20;
   int warmupIters = 5;
   bool check = true;
+  /// -z 0: nonblocking calls, as chorus-perf -z 0 — every call of a size posted first, then
+  /// completed in order (Backend::post, Backend::complete); -z 1 (the default): blocking calls.
+  bool blocking = true;
   std::string algo;  // -a: driver-specific algorithm choice, empty for the default
   std::string commandLine;
 };
@@ -61,6 +65,10 @@ struct Backend {
   // rank for allgather and reducescatter, as in chorus.h). For pingpong, one round trip between
   // ranks 0 and 1: `send` goes to the other rank, `recv` receives from it.
   std::function<void(const float* send, float* recv, size_t count)> run;
+  // -z 0 (optional; a driver without them refuses the flag): start one call without waiting,
+  // and complete every call started since the last complete(), in the order they were started.
+  std::function<void(const float* send, float* recv, size_t count)> post;
+  std::function<void()> complete;
   std::function<double(double)> sumDouble;
   std::function<int64_t(int64_t)> sumInt64;
 };

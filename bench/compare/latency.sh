@@ -11,9 +11,12 @@
 #      chorus shm -z 0 / -z 1   chorus-run + chorus-perf, CHORUS_TRANSPORT=shm, nonblocking
 #                               (chorusIAllReduce + chorusWait) / blocking calls
 #      OpenMPI vader            mpirun --mca btl vader,self + mpi_perf (MPI_Allreduce)
+#      OpenMPI vader -z 0       the same nonblocking: MPI_Iallreduce, all of a size posted, then
+#                               MPI_Wait in order (chorus-perf -z 0's pattern)
 #      chorus tcp -z 0 / -z 1   the same with CHORUS_TRANSPORT=tcp
-#      OpenMPI tcp              mpirun --mca btl tcp,self
-#    and the time ratios chorus / OpenMPI over the same medium.
+#      OpenMPI tcp (-z 0)       mpirun --mca btl tcp,self
+#    and the time ratios chorus / OpenMPI over the same medium: each chorus configuration
+#    against OpenMPI's blocking MPI_Allreduce, and -z 0 also against OpenMPI's -z 0.
 # 2. ping-pong between 2 ranks (--coll pingpong, PINGPONG_SIZES): chorus shm and tcp with
 #    blocking chorusSend/chorusRecv (-z 1), OpenMPI vader and tcp with MPI_Send/MPI_Recv; the
 #    one-way time, half the round trip, and the same ratios.
@@ -85,8 +88,9 @@ export CHORUS_SOCKET_IFNAME=lo
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 # The configurations. Names are the system column of raw.csv; latency_table.py knows them.
-#   chorus-<transport>-z<blocking>   ompi-<btl>
-allreduce_systems="chorus-shm-z0 chorus-shm-z1 ompi-vader chorus-tcp-z0 chorus-tcp-z1 ompi-tcp"
+#   chorus-<transport>-z<blocking>   ompi-<btl>   ompi-<btl>-z0 (nonblocking)
+allreduce_systems="chorus-shm-z0 chorus-shm-z1 ompi-vader ompi-vader-z0 chorus-tcp-z0 \
+chorus-tcp-z1 ompi-tcp ompi-tcp-z0"
 pingpong_systems="chorus-shm-z1 ompi-vader chorus-tcp-z1 ompi-tcp"
 
 {
@@ -120,11 +124,14 @@ launch() {
       # Through env, so a failure message shows a command line that reproduces the run.
       run "$log" env CHORUS_TRANSPORT="$transport" "$chorus_run" -n "$n" --no-prefix -- \
         "$chorus_perf" "${flags[@]}" -z "${system##*-z}" ;;
-    ompi-vader | ompi-tcp)
+    ompi-vader | ompi-tcp | ompi-vader-z0 | ompi-tcp-z0)
+      local btl=${system#ompi-} z=1
+      [[ $btl == *-z0 ]] && z=0
+      btl=${btl%-z0}
       # shellcheck disable=SC2086  # MPIRUN_FLAGS is a list of flags
-      run "$log" mpirun -np "$n" --oversubscribe --mca btl "${system#ompi-},self" \
+      run "$log" mpirun -np "$n" --oversubscribe --mca btl "$btl,self" \
         --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo $mpirun_flags \
-        "$mpi_perf" "${flags[@]}" ;;
+        "$mpi_perf" "${flags[@]}" -z "$z" ;;
     *) fail "unknown configuration $system" ;;
   esac
   record "$system" "$coll" "$n" "$rep" "$log"

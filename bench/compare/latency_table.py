@@ -6,11 +6,11 @@ configuration), and chorus/OpenMPI time ratios over the same medium.
 
 Reads OUT_DIR/raw.csv (compare.sh's columns: system,coll,nranks,rep,size,time_us,busbw_gbps,
 wrong) and OUT_DIR/labels.txt (optional); prints the tables and writes OUT_DIR/summary.csv.
-Configurations are named chorus-<transport>-z<0|1> and ompi-<btl> (see latency.sh). Times are
-in microseconds: for allreduce each run's mean per call, for pingpong one way (half the round
-trip); a cell is the median over the runs. A ratio is chorus time / OpenMPI time, so above 1
-chorus is slower. The spread line gives the widest (max - min) / median of any cell, to judge
-whether the medians are stable.
+Configurations are named chorus-<transport>-z<0|1>, ompi-<btl> and ompi-<btl>-z0
+(latency.sh). Times are in microseconds: for allreduce each run's mean per call, for pingpong
+one way (half the round trip); a cell is the median over the runs. A ratio is chorus time /
+OpenMPI time, so above 1 chorus is slower. The spread line gives the widest (max - min) / median
+of any cell, to judge whether the medians are stable.
 """
 import csv
 import os
@@ -25,9 +25,11 @@ ALLREDUCE_COLUMNS = [
     ("chorus-shm-z0", "chorus shm -z 0"),
     ("chorus-shm-z1", "chorus shm -z 1"),
     ("ompi-vader", "OpenMPI vader"),
+    ("ompi-vader-z0", "OpenMPI vader -z 0"),
     ("chorus-tcp-z0", "chorus tcp -z 0"),
     ("chorus-tcp-z1", "chorus tcp -z 1"),
     ("ompi-tcp", "OpenMPI tcp"),
+    ("ompi-tcp-z0", "OpenMPI tcp -z 0"),
 ]
 PINGPONG_COLUMNS = [
     ("chorus-shm-z1", "chorus shm"),
@@ -41,6 +43,8 @@ ALLREDUCE_RATIOS = [
     ("shm -z 1", "chorus-shm-z1", "ompi-vader"),
     ("tcp -z 0", "chorus-tcp-z0", "ompi-tcp"),
     ("tcp -z 1", "chorus-tcp-z1", "ompi-tcp"),
+    ("shm -z 0 vs -z 0", "chorus-shm-z0", "ompi-vader-z0"),
+    ("tcp -z 0 vs -z 0", "chorus-tcp-z0", "ompi-tcp-z0"),
 ]
 PINGPONG_RATIOS = [
     ("shm", "chorus-shm-z1", "ompi-vader"),

@@ -1,6 +1,8 @@
 // Reference numbers from MPI on the same machine: MPI_Allreduce / MPI_Allgather /
 // MPI_Reduce_scatter_block on float sum, and a ping-pong of MPI_Send / MPI_Recv between two
-// ranks, with chorus-perf's flags, sizes, timing, check and table (harness.h). Which transport
+// ranks, with chorus-perf's flags, sizes, timing, check and table (harness.h); all-reduce
+// also nonblocking with -z 0 (MPI_Iallreduce, every call of a size posted, then MPI_Wait in
+// order). Which transport
 // MPI uses is mpirun's business, e.g.
 //
 //   mpirun -np 4 --mca btl vader,self mpi_perf --coll allreduce -b 8 -e 64M -f 4 -n 20 -w 3
@@ -10,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "bench/compare/harness.h"
 
@@ -59,11 +62,24 @@ int main(int argc, char** argv) {
   b.barrier = [] { ok(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); };
   // MPI counts are int: the sizes compared here (<= 256 MiB of floats) fit.
   const int rank = b.rank;
+  std::vector<MPI_Request> posted;  // -z 0: MPI_Iallreduce requests not completed yet
   switch (opts->coll) {
     case Coll::kAllReduce:
       b.run = [](const float* in, float* out, size_t count) {
         ok(MPI_Allreduce(in, out, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
            "MPI_Allreduce");
+      };
+      // -z 0, as chorus-perf: every call posted, then each completed in order with MPI_Wait.
+      b.post = [&posted](const float* in, float* out, size_t count) {
+        MPI_Request r = MPI_REQUEST_NULL;
+        ok(MPI_Iallreduce(in, out, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                          &r),
+           "MPI_Iallreduce");
+        posted.push_back(r);
+      };
+      b.complete = [&posted] {
+        for (MPI_Request& r : posted) ok(MPI_Wait(&r, MPI_STATUS_IGNORE), "MPI_Wait");
+        posted.clear();
       };
       break;
     case Coll::kAllGather:
