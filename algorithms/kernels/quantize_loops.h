@@ -189,9 +189,9 @@ bool vectorStochastic(const Bytes* src, size_t n, GroupParams p, uint64_t seed, 
 
 // How far ahead of the group being encoded quantizeGroups asks for its input: 4 KiB. With only
 // the hardware prefetcher, a 64 MiB input's DRAM reads and the encoder's work added up instead
-// of overlapping (quantize float32 to int4 ran at 20 GB/s, at 55 GB/s in L2, with 36 GB/s of
-// memcpy): the core asked for the next lines only once it got to them. 1 KiB ahead gained less,
-// and the reductions, whose decoding is the bound, gained nothing (docs/performance.md).
+// of overlapping (quantize float32 to int4: 16 GB/s at 64 MiB, 58 GB/s in L2); with it the
+// encoder-heavy configs gained 18-49% at 64 MiB. 1 KiB ahead gained less, and
+// dequantize_reduce_quantize, bound by its decoding, nothing (docs/performance.md).
 constexpr size_t kPrefetchAhead = 4096;
 
 // Asks for the cache lines of [p, p + n) (a hint: no fault, whatever the address).
@@ -291,7 +291,7 @@ void dequantizeAccumulateGroups(float* acc, const Bytes* src, size_t count, cons
 // sum is deterministic, so both passes see the same values). Groups that fit the block are
 // summed once, one group ahead: the sum and range of group g + 1 are taken before group g is
 // encoded, so the divisions that turn a range into a scale overlap that work, as in
-// quantizeGroups (waiting on them was ~4% of int4's time, and its last step before the encoder).
+// quantizeGroups (the compare that waited on them held ~4% of int4's samples in perf).
 template <class Ops, class M>
 void dequantizeReduceQuantizeGroups(Bytes* dst, const void* const* srcs, size_t nsrcs,
                                     size_t count, const QuantConfig& c, uint64_t firstIndex) {
