@@ -9,7 +9,7 @@
 random interleaving and --benchmark_min_time=0.2, so both binaries see the same stretch of a
 shared machine's load. `table` prints, per size, each kernel's median GB/s of the two binaries
 and its ratio to memcpy: the median of its quant_memcpy yardstick over every call of both binaries
-(memcpy is the same glibc code in both, so pooling its samples halves its noise).
+(memcpy is the same glibc code in both, so its samples are pooled: twice as many).
 """
 import json
 import statistics
