@@ -80,7 +80,11 @@ class Worker {
   /// The fd that becomes readable after ucp_worker_arm() once there is work.
   int eventFd() const { return efd_; }
   std::mutex& mutex() { return mu_; }
-  /// When a progress call of this worker last found something to do (under mutex()).
+  /// Under mutex(): progress calls of this worker that found something to do (counted on the
+  /// hot path, which reads no clock), the count pollInfo() last saw, and when it saw it change
+  /// (or found work itself).
+  uint64_t progressed = 0;
+  uint64_t progressedSeen = 0;
   std::chrono::steady_clock::time_point lastEvent;
 
  private:
