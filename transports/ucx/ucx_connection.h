@@ -6,9 +6,9 @@
 // (see ucx_worker.h), so the k-th receive takes the peer's k-th message. A mismatch of length or
 // message tag must be caught before any byte lands in the caller's buffer, so:
 //   - a receive of up to kBounceBytes is posted (ucp_tag_recv_nbx) as soon as its turn comes,
-//     into the op's own bounce buffer: UCX delivers an arriving message straight into it, without the unexpected
-//     queue; on completion its length and tag are compared with the receive's and only then is it
-//     copied to the caller's buffer;
+//     into the op's own bounce buffer: UCX delivers an arriving message straight into it,
+//     without the unexpected queue; on completion its length and tag are compared with the
+//     receive's, and only then is it copied to the caller's buffer;
 //   - a larger one waits until ucp_tag_probe_nb finds the peer's next message, is compared with
 //     it, and only then received (ucp_tag_msg_recv_nbx) into the caller's buffer: by rendezvous
 //     straight into place, or from the unexpected queue.
