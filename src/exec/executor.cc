@@ -330,9 +330,9 @@ Status Executor::runSingle(const Plan& plan, const OpIdentity& id, const ExecEnv
   IdleClock clock{};
   bool goneMarked = false;
   for (;;) {
-    conn->progress().ignore();
+    // test() is progress() then check(), in one call (one lock for a transport that takes one).
     bool done = false;
-    Status st = conn->check(o, &done);
+    Status st = conn->test(o, &done);
     if (!st.ok())
       return st.withContext(describeCall(id, plan.schedule.algo.c_str()) + " " +
                             describeStep(s, 0));

@@ -27,6 +27,8 @@ constexpr int kBusyWindowUs = 5000;
 // Progress calls that find nothing to do before a gone peer's connection gives up on what it
 // waits for (what the peer delivered is taken in these).
 constexpr int kDrainRounds = 64;
+// Records of retired ops a connection keeps for reuse, at most.
+constexpr size_t kSpareRecords = 64;
 // A mismatched message up to this size is received into scratch memory (to release UCX's hold
 // on it); a larger one stays with the worker until it is destroyed.
 constexpr size_t kDiscardMaxBytes = 64 << 10;
@@ -44,13 +46,25 @@ void onSend(void* /*request*/, ucs_status_t status, void* user) {
   auto* r = static_cast<OpRec*>(user);
   r->done = true;
   r->status = status;
+  ++*r->events;
 }
 
+// A bounced receive lands in the record's own buffer: only a message of the receive's length
+// and tag reaches the caller's. A longer one ends as UCS_ERR_MESSAGE_TRUNCATED, with its length.
 void onRecv(void* /*request*/, ucs_status_t status, const ucp_tag_recv_info_t* info, void* user) {
   auto* r = static_cast<OpRec*>(user);
   r->done = true;
   r->status = status;
-  if (info && status == UCS_OK) r->length = info->length;
+  if (info && (status == UCS_OK || status == UCS_ERR_MESSAGE_TRUNCATED)) {
+    r->length = info->length;
+    r->senderTag = info->sender_tag;
+    if (r->bounced) {
+      r->mismatch = status != UCS_OK || info->length != r->bytes ||
+                    ((info->sender_tag ^ r->tag) & kMessageTagMask) != 0;
+      if (!r->mismatch && r->bytes > 0) std::memcpy(r->data, r->bounce, r->bytes);
+    }
+  }
+  ++*r->events;
 }
 
 // Contiguous bytes, completion reported to `r` by the send or the receive callback.
@@ -140,18 +154,21 @@ UcxConnection::~UcxConnection() {
   }
   releaseMemory();
   closeEndpoint(!healthy);
-  if (ctrlRecv_ && ctrlRecv_->request && !ctrlRecv_->done)
-    ucp_request_cancel(w_, ctrlRecv_->request);
+  cancelReceives();
   if (!drainRequests(kCloseBudgetMs)) {
     // UCX still holds requests whose callbacks point at these records: leave them to it.
     CHORUS_LOG(WARN, NET) << "ucx: rank " << myRank_ << ": requests to " << peerName()
                           << " still outstanding after " << kCloseBudgetMs << " ms at close";
+    auto leave = [](std::unique_ptr<OpRec>& r) {
+      if (!r || !r->request || r->done) return;
+      r->events = &r->ownEvents;
+      r.release();
+    };
     for (auto& d : ops_)
-      for (auto& r : d)
-        if (r->request && !r->done) r.release();
-    if (ctrlRecv_ && ctrlRecv_->request && !ctrlRecv_->done) ctrlRecv_.release();
-    if (ctrlSend_ && ctrlSend_->request && !ctrlSend_->done) ctrlSend_.release();
-    if (discard_ && discard_->request && !discard_->done) discard_.release();
+      for (auto& r : d) leave(r);
+    leave(ctrlRecv_);
+    leave(ctrlSend_);
+    leave(discard_);
   }
   // An endpoint close that did not finish may still report an error.
   if (closeUnfinished_) epErr_.release();
@@ -163,16 +180,35 @@ void UcxConnection::start(OpRec& r, ucs_status_ptr_t p) {
   if (UCS_PTR_IS_ERR(p)) {
     r.done = true;
     r.status = UCS_PTR_STATUS(p);
+    ++events_;
   } else if (p == nullptr) {
     r.done = true;  // completed at once; no callback comes
     r.status = UCS_OK;
+    ++events_;
   } else {
     r.request = p;
   }
 }
 
+std::unique_ptr<OpRec> UcxConnection::newRec() {
+  std::unique_ptr<OpRec> r;
+  if (spare_.empty()) {
+    r = std::make_unique<OpRec>();
+  } else {
+    r = std::move(spare_.back());
+    spare_.pop_back();
+    r->request = nullptr;
+    r->started = r->done = r->counted = r->bounced = r->mismatch = false;
+    r->status = UCS_OK;
+    r->length = 0;
+    r->senderTag = 0;
+  }
+  r->events = &events_;
+  return r;
+}
+
 void UcxConnection::postControlReceive() {
-  ctrlRecv_ = std::make_unique<OpRec>();
+  ctrlRecv_ = newRec();
   ctrlIn_.assign(kControlBytes, 0);
   ucp_request_param_t p = recvParam(ctrlRecv_.get());
   // The callback always runs, so the length is always known.
@@ -190,14 +226,23 @@ StatusOr<Op> UcxConnection::postSend(const void* src, size_t bytes, Tag tag) {
   // Nobody is left to receive it (the op fails; the connection still delivers what arrived).
   if (gone_) return goneWhy_;
   if (closedByPeer_) return remoteError(peerName() + " closed the connection");
-  auto r = std::make_unique<OpRec>();
+  auto r = newRec();
   r->data = const_cast<void*>(src);
   r->bytes = bytes;
   r->length = bytes;
   r->tag = tag;
   ucp_request_param_t p = sendParam(r.get());
-  start(*r, ucp_tag_send_nbx(ep_, bytes ? src : &gEmpty, bytes, dataTag(comm_, myRank_, tag),
-                             &p));
+  const ucs_status_ptr_t req =
+      ucp_tag_send_nbx(ep_, bytes ? src : &gEmpty, bytes, dataTag(comm_, myRank_, tag), &p);
+  if (req == nullptr && ops_[kSend].empty()) {
+    // Gone at once with nothing before it (a small message): reported done from now on, no
+    // record kept. Counted now, before anyone can ask.
+    stats_.bytesSent += bytes;
+    spare_.push_back(std::move(r));
+    ++base_[kSend];
+    return makeOp(kSend, posted_[kSend]++);
+  }
+  start(*r, req);
   ops_[kSend].push_back(std::move(r));
   return makeOp(kSend, posted_[kSend]++);
 }
@@ -208,44 +253,39 @@ StatusOr<Op> UcxConnection::postRecv(void* dst, size_t bytes, Tag tag) {
   if (bytes > 0 && dst == nullptr)
     return invalidArgument("postRecv from rank " + std::to_string(peer_) + ": null buffer of " +
                            std::to_string(bytes) + " bytes");
-  auto r = std::make_unique<OpRec>();
+  auto r = newRec();
   r->data = dst;
   r->bytes = bytes;
   r->tag = tag;
   ops_[kRecv].push_back(std::move(r));
   const Op op = makeOp(kRecv, posted_[kRecv]++);
-  // The message may be waiting already.
+  // Hands it to UCX if its turn has come; the message may be waiting already.
   matchReceives();
   return op;
 }
 
-// Hands the peer's waiting messages to the receives posted for them, oldest first, once their
-// sizes and tags agree.
+// Hands the posted receives to UCX, oldest first, each once every earlier one has been (so UCX
+// matches them to the peer's messages in order): a small one at once into its bounce buffer, a
+// larger one once the peer's next message is there and agrees with it.
 void UcxConnection::matchReceives() {
   while (!failed_ && matched_ < posted_[kRecv]) {
+    OpRec& r = *ops_[kRecv][matched_ - base_[kRecv]];
+    if (r.bytes <= kBounceBytes) {
+      postBounced(r);
+      continue;
+    }
     ucp_tag_recv_info_t info{};
     ucp_tag_message_h msg = ucp_tag_probe_nb(w_, dataTag(comm_, peer_, 0), kMatchMask, 1, &info);
     if (!msg) return;
-    OpRec& r = *ops_[kRecv][matched_ - base_[kRecv]];
     const uint64_t sentTag = info.sender_tag & kMessageTagMask;
     if (info.length != r.bytes || sentTag != (r.tag & kMessageTagMask)) {
-      Status mismatch = invalidUsage(
-          "rank " + std::to_string(peer_) + " sent a message of " + std::to_string(info.length) +
-          " bytes (tag " + std::to_string(sentTag) + ") but rank " + std::to_string(myRank_) +
-          " posted a receive of " + std::to_string(r.bytes) + " bytes (tag " +
-          std::to_string(r.tag) + ")" +
-          (r.tag > kMessageTagMask ? " (tags compared on their low 28 bits)" : ""));
       if (info.length <= kDiscardMaxBytes) {
-        discard_ = std::make_unique<OpRec>();
+        discard_ = newRec();
         discardBuf_.resize(info.length + 1);
         ucp_request_param_t p = recvParam(discard_.get());
         start(*discard_, ucp_tag_msg_recv_nbx(w_, discardBuf_.data(), info.length, msg, &p));
       }
-      // Matching cannot resume past a message nobody takes; tell the sender why, then fail.
-      sendControl(ControlKind::kAbort, static_cast<uint32_t>(Code::kInvalidUsage), 0,
-                  mismatch.message(), kCancelBudgetMs);
-      fail(std::move(mismatch));
-      return;
+      return failMismatch(mismatch(info.length, sentTag, r));
     }
     r.length = info.length;
     r.started = true;
@@ -255,16 +295,47 @@ void UcxConnection::matchReceives() {
   }
 }
 
-// Frees what UCX finished with, fails the connection on an op UCX failed, and retires the
-// completed ops at the front.
+void UcxConnection::postBounced(OpRec& r) {
+  r.started = true;
+  r.bounced = true;
+  ++matched_;
+  ucp_request_param_t p = recvParam(&r);
+  // The callback always runs (UCX 1.13 reports no length or tag on an immediate completion).
+  p.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  start(r, ucp_tag_recv_nbx(w_, r.bounce, r.bytes, dataTag(comm_, peer_, 0), kMatchMask, &p));
+}
+
+Status UcxConnection::mismatch(size_t sentBytes, uint64_t sentTag, const OpRec& r) const {
+  return invalidUsage("rank " + std::to_string(peer_) + " sent a message of " +
+                      std::to_string(sentBytes) + " bytes (tag " + std::to_string(sentTag) +
+                      ") but rank " + std::to_string(myRank_) + " posted a receive of " +
+                      std::to_string(r.bytes) + " bytes (tag " + std::to_string(r.tag) + ")" +
+                      (r.tag > kMessageTagMask ? " (tags compared on their low 28 bits)" : ""));
+}
+
+void UcxConnection::failMismatch(Status why) {
+  // Matching cannot resume past a message nobody takes; tell the sender why, then fail.
+  sendControl(ControlKind::kAbort, static_cast<uint32_t>(Code::kInvalidUsage), 0, why.message(),
+              kCancelBudgetMs);
+  fail(std::move(why));
+}
+
+// Frees what UCX finished with, fails the connection on an op UCX failed or a bounced receive
+// that met the wrong message, and retires the completed ops at the front (keeping their records
+// for reuse).
 void UcxConnection::settle() {
+  settled_ = events_;
   for (uint64_t d : {kSend, kRecv}) {
     for (auto& r : ops_[d]) {
-      if (r->done && r->request) {
+      if (!r->done) continue;
+      if (r->request) {
         ucp_request_free(r->request);
         r->request = nullptr;
       }
-      if (r->done && r->status != UCS_OK && !failed_) {
+      if (failed_) continue;
+      if (r->mismatch) {
+        failMismatch(mismatch(r->length, r->senderTag & kMessageTagMask, *r));
+      } else if (r->status != UCS_OK) {
         if (gone_) {
           fail(goneWhy_);
         } else if (epErr_->failed) {
@@ -278,8 +349,9 @@ void UcxConnection::settle() {
     }
     while (!ops_[d].empty()) {
       OpRec& f = *ops_[d].front();
-      if (!f.done || f.status != UCS_OK || f.request) break;
+      if (!f.done || f.status != UCS_OK || f.mismatch || f.request) break;
       countBytes(d, f);
+      if (spare_.size() < kSpareRecords) spare_.push_back(std::move(ops_[d].front()));
       ops_[d].pop_front();
       ++base_[d];
     }
@@ -333,10 +405,16 @@ Status UcxConnection::progressLocked() {
     }
     return failure_;
   }
-  for (int i = 0; i < 4 && ucp_worker_progress(w_) != 0; ++i) worker_->lastEvent = Clock::now();
+  // A few rounds while the worker finds work, stopping once an op of this connection finished:
+  // the caller learns of it at once.
+  const uint64_t seen = events_;
+  for (int i = 0; i < 4 && ucp_worker_progress(w_) != 0; ++i) {
+    ++worker_->progressed;
+    if (events_ != seen) break;
+  }
   handleControl();
-  matchReceives();
-  settle();
+  if (matched_ < posted_[kRecv]) matchReceives();
+  if (events_ != settled_) settle();
   if (failed_) return failure_;
   // A failed endpoint: the peer is gone; what it delivered is still received.
   if (epErr_->failed && !gone_ && !closedByPeer_) {
@@ -347,9 +425,9 @@ Status UcxConnection::progressLocked() {
   if (closedByPeer_) {
     // The peer's last peerSent_ messages are all there will be: once every receive they can
     // complete has, a receive beyond them, or any send, never will.
-    bool deliverablePending = matched_ < std::min(peerSent_, posted_[kRecv]);
-    for (const auto& r : ops_[kRecv])
-      if (r->started && pending(*r)) deliverablePending = true;
+    bool deliverablePending = false;
+    for (size_t i = 0; i < ops_[kRecv].size() && base_[kRecv] + i < peerSent_; ++i)
+      if (pending(*ops_[kRecv][i])) deliverablePending = true;
     bool sendPending = false;
     for (const auto& r : ops_[kSend])
       if (pending(*r)) sendPending = true;
@@ -413,7 +491,7 @@ Status UcxConnection::checkLocked(const Op& op, bool* done) {
     return Status();
   }
   OpRec& r = *ops_[dir][seq - base_[dir]];
-  if (r.done && r.status == UCS_OK) {
+  if (r.done && r.status == UCS_OK && !r.mismatch) {
     // Counted as it is reported: statistics read right after the call include it.
     countBytes(dir, r);
     *done = true;
@@ -435,7 +513,10 @@ bool UcxConnection::readyLocked() const {
   for (const auto& d : ops_)
     for (const auto& r : d)
       if (r->done) return true;
+  // Bounced receives are in UCX's hands already; a larger one waits for a probe to find its
+  // message.
   if (matched_ < posted_[kRecv]) {
+    if (ops_[kRecv][matched_ - base_[kRecv]]->bytes <= kBounceBytes) return true;
     ucp_tag_recv_info_t info{};
     if (ucp_tag_probe_nb(w_, dataTag(comm_, peer_, 0), kMatchMask, 0, &info)) return true;
   }
@@ -450,6 +531,11 @@ void UcxConnection::pollInfo(int* fd, short* events) const {
   // work found on the way means "do not sleep" (fd -1, and prepareWait() says so too).
   if (failed_ || readyLocked()) return;
   const auto now = Clock::now();
+  // Progress since the last look counts as work now (it happened at most a spin ago).
+  if (worker_->progressed != worker_->progressedSeen) {
+    worker_->progressedSeen = worker_->progressed;
+    worker_->lastEvent = now;
+  }
   if (ucp_worker_progress(w_) != 0) {
     worker_->lastEvent = now;
     return;
@@ -483,24 +569,34 @@ void UcxConnection::fail(Status why) {
   }
   failed_ = true;
   failure_ = std::move(why);
-  // Closing the endpoint by force completes every request on it (UCS_ERR_CANCELED), so the
-  // callers' buffers are free once their ops report the failure. Receives never handed to UCX
-  // hold nothing. An ABORT that has not left yet (a UCX endpoint is wired up on first use, with
-  // the peer's help) keeps the endpoint open while no caller's buffer is in UCX's hands: later
-  // progress() calls let it out, then close the endpoint.
+  // Receives no message has reached end at once when cancelled. Closing the endpoint by force
+  // completes every request on it (UCS_ERR_CANCELED), so the callers' buffers are free once
+  // their ops report the failure. Receives never handed to UCX, and bounced ones, hold none of
+  // the callers' memory. An ABORT that has not left yet (a UCX endpoint is wired up on first
+  // use, with the peer's help) keeps the endpoint open while no caller's buffer is in UCX's
+  // hands: later progress() calls let it out, then close the endpoint.
+  cancelReceives();
   bool inUcx = false;
   for (const auto& d : ops_)
     for (const auto& r : d)
-      if (r->request && !r->done) inUcx = true;
+      if (r->request && !r->done && !r->bounced) inUcx = true;
   if (!inUcx && ep_ && ctrlSend_ && !ctrlSend_->done && !epErr_->failed) {
     closeAfterControl_ = true;
   } else {
     releaseMemory();
     closeEndpoint(true);
   }
+  drainRequests(kCancelBudgetMs);
+}
+
+void UcxConnection::cancelReceives() {
+  // A receive waiting in UCX's expected queue belongs to the worker, not to the endpoint:
+  // closing the endpoint does not end it, cancelling does (at once, UCS_ERR_CANCELED). One
+  // already matched to a message ends with that message or with the endpoint.
+  for (auto& r : ops_[kRecv])
+    if (r->request && !r->done) ucp_request_cancel(w_, r->request);
   if (ctrlRecv_ && ctrlRecv_->request && !ctrlRecv_->done)
     ucp_request_cancel(w_, ctrlRecv_->request);
-  drainRequests(kCancelBudgetMs);
 }
 
 Status UcxConnection::cancel(const Status& why) {
@@ -533,7 +629,7 @@ void UcxConnection::sendControl(ControlKind kind, uint32_t code, uint64_t count,
   std::memcpy(ctrlOut_.data() + 4, &code, 4);
   std::memcpy(ctrlOut_.data() + 8, &count, 8);
   std::memcpy(ctrlOut_.data() + kControlHeaderBytes, text.data(), n);
-  ctrlSend_ = std::make_unique<OpRec>();
+  ctrlSend_ = newRec();
   ucp_request_param_t p = sendParam(ctrlSend_.get());
   start(*ctrlSend_, ucp_tag_send_nbx(ep_, ctrlOut_.data(), ctrlOut_.size(),
                                      controlTag(comm_, myRank_), &p));
@@ -675,7 +771,7 @@ Status UcxConnection::read(void* dst, const MemHandle& remote, uint64_t offset, 
   CHORUS_ASSIGN_OR_RETURN(ucp_rkey_h key, remoteKey(remote));
   // The record lives on the heap: if UCX still holds the request when this call must return,
   // its callback may write to it later.
-  auto r = std::make_unique<OpRec>();
+  auto r = newRec();
   ucp_request_param_t p = sendParam(r.get());
   start(*r, ucp_get_nbx(ep_, dst, bytes, addr + offset, key, &p));
   const auto deadline =
@@ -709,6 +805,7 @@ Status UcxConnection::read(void* dst, const MemHandle& remote, uint64_t offset, 
   if (r->request) {
     if (!r->done) {
       CHORUS_LOG(WARN, NET) << what << ": UCX still holds the request; left to it";
+      r->events = &r->ownEvents;
       r.release();
       return failure_;
     }

@@ -1,12 +1,17 @@
 // One UCX connection: this rank's endpoint to a peer's worker, on this communicator's worker.
 // Internal to transports/ucx/.
 //
-// Sends are ucp_tag_send_nbx on the endpoint. Receives are matched in two steps, so that a
-// mismatch is caught before any byte lands: a posted receive waits until ucp_tag_probe_nb finds
-// the peer's next message (matching communicator, sender and data bit, see ucx_worker.h); its
-// length and message-tag bits are compared with the receive's, and only when both agree is it
-// received (ucp_tag_msg_recv_nbx) into the receive's buffer. Small messages therefore arrive
-// through UCX's unexpected queue (one copy); large ones by rendezvous, straight into place.
+// Sends are ucp_tag_send_nbx on the endpoint. Receives are handed to UCX in the order they were
+// posted, each once every earlier one has been, matching on communicator, sender and data bit
+// (see ucx_worker.h), so the k-th receive takes the peer's k-th message. A mismatch of length or
+// message tag must be caught before any byte lands in the caller's buffer, so:
+//   - a receive of up to kBounceBytes is posted (ucp_tag_recv_nbx) as soon as its turn comes,
+//     into the op's own bounce buffer: UCX delivers an arriving message straight into it,
+//     without the unexpected queue; on completion its length and tag are compared with the
+//     receive's, and only then is it copied to the caller's buffer;
+//   - a larger one waits until ucp_tag_probe_nb finds the peer's next message, is compared with
+//     it, and only then received (ucp_tag_msg_recv_nbx) into the caller's buffer: by rendezvous
+//     straight into place, or from the unexpected queue.
 //
 // Control messages (tag bit 63) carry what a TCP stream says by its frames and its end:
 //   ABORT (code, reason)   cancel(), or a mismatch seen here: the peer fails everything with
@@ -75,18 +80,30 @@ class UcxConnection final : public Connection {
   StatusOr<MemHandle> expose(const void* base, size_t bytes) override;
   Status read(void* dst, const MemHandle& remote, uint64_t offset, size_t bytes) override;
 
+  /// Receives of up to this many bytes go through the op's bounce buffer (see above).
+  static constexpr size_t kBounceBytes = 256;
+
   // One send or receive, owned by the connection until UCX is done with it (its address is the
-  // user_data of the request's callback).
+  // user_data of the request's callback). Records are reused: a connection keeps the ones its
+  // finished ops leave.
   struct OpRec {
     void* request = nullptr;  // UCX's, until freed
-    bool started = false;     // a receive: matched to a message and handed to UCX
+    bool started = false;     // a receive: handed to UCX
     bool done = false;        // UCX finished it (status says how)
     bool counted = false;     // its bytes are in the connection's statistics
+    bool bounced = false;     // a receive into `bounce` (see above)
+    bool mismatch = false;    // bounced, and the message's length or tag differed
     ucs_status_t status = UCS_OK;
-    size_t length = 0;
+    size_t length = 0;       // a receive: the message's length as sent
+    uint64_t senderTag = 0;  // a bounced receive: the message's UCX tag
     void* data = nullptr;
     size_t bytes = 0;
     Tag tag = 0;
+    // Bumped when UCX finishes the op: the connection settles its ops only after it moved.
+    // A record left to UCX at close counts into ownEvents instead.
+    uint64_t* events = nullptr;
+    uint64_t ownEvents = 0;
+    alignas(16) uint8_t bounce[kBounceBytes];
   };
 
  private:
@@ -100,7 +117,13 @@ class UcxConnection final : public Connection {
   Status progressLocked();
   Status checkLocked(const Op& op, bool* done);
   void start(OpRec& r, ucs_status_ptr_t p);
+  std::unique_ptr<OpRec> newRec();
   void matchReceives();
+  void postBounced(OpRec& r);
+  // The kInvalidUsage of a message of `sentBytes` with tag bits `sentTag` meeting receive `r`.
+  Status mismatch(size_t sentBytes, uint64_t sentTag, const OpRec& r) const;
+  // Tells the peer of the mismatch `why` (ABORT), then fails.
+  void failMismatch(Status why);
   void settle();
   void countBytes(uint64_t dir, OpRec& r);
   void handleControl();
@@ -110,6 +133,8 @@ class UcxConnection final : public Connection {
   void sendControl(ControlKind kind, uint32_t code, uint64_t count, const std::string& text,
                    int budgetMs);
   void closeEndpoint(bool force);
+  // Cancels the receives UCX holds that no message has reached yet (and the control receive).
+  void cancelReceives();
   // Progresses the worker until nothing in `recs` waits for UCX any more, or `budgetMs` pass.
   bool drainRequests(int budgetMs);
   void postControlReceive();
@@ -136,7 +161,11 @@ class UcxConnection final : public Connection {
   std::deque<std::unique_ptr<OpRec>> ops_[2];
   uint64_t base_[2] = {0, 0};
   uint64_t posted_[2] = {0, 0};
-  uint64_t matched_ = 0;  // receives given a message (started)
+  uint64_t matched_ = 0;  // receives handed to UCX (started)
+  // Ops UCX finished (callbacks and immediate completions) and the count settle() last saw.
+  uint64_t events_ = 0;
+  uint64_t settled_ = 0;
+  std::vector<std::unique_ptr<OpRec>> spare_;  // records of retired ops, for reuse
 
   // The peer's control message, received into ctrlIn_.
   std::unique_ptr<OpRec> ctrlRecv_;

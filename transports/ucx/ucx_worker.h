@@ -1,11 +1,11 @@
 // The UCX objects a transport instance stands on, and the tag layout. Internal to
 // transports/ucx/.
 //
-// One ucp_context per process (features TAG, RMA and WAKEUP), shared by every UCX transport instance
-// and released with the last of them; a process forked from one that had a context makes its
-// own (a UCX context does not survive fork). One ucp_worker per transport instance, that is per
-// communicator: its connections share it, and its mutex serialises every call into it, so a
-// connection may be driven from one thread while another cancels it (chorusCommAbort).
+// One ucp_context per process (features TAG, RMA and WAKEUP), shared by every UCX transport
+// instance and released with the last of them; a process forked from one that had a context
+// makes its own (a UCX context does not survive fork). One ucp_worker per transport instance,
+// that is per communicator: its connections share it, and its mutex serialises every call into
+// it, so a connection may be driven from one thread while another cancels it (chorusCommAbort).
 //
 // The 64-bit UCX tag of a chorus message:
 //
@@ -17,9 +17,10 @@
 //
 // Receives match on everything but the message-tag bits, so a connection takes its peer's
 // messages in the order they were sent (UCX keeps the order of one sender's messages); the
-// message-tag bits and the length are then compared with the receive's before any data lands
-// (see ucx_connection.h). Chorus's collective tags are twice the call number (plus one for the
-// header), so two calls confused with each other must be 2^27 calls apart to escape the check.
+// message-tag bits and the length are then compared with the receive's before any data reaches
+// the caller's buffer (see ucx_connection.h). Chorus's collective tags are twice the call number
+// (plus one for the header), so two calls confused with each other must be 2^27 calls apart to
+// escape the check.
 #pragma once
 
 #include <ucp/api/ucp.h>
@@ -80,7 +81,11 @@ class Worker {
   /// The fd that becomes readable after ucp_worker_arm() once there is work.
   int eventFd() const { return efd_; }
   std::mutex& mutex() { return mu_; }
-  /// When a progress call of this worker last found something to do (under mutex()).
+  /// Under mutex(): progress calls of this worker that found something to do (counted on the
+  /// hot path, which reads no clock), the count pollInfo() last saw, and when it saw it change
+  /// (or found work itself).
+  uint64_t progressed = 0;
+  uint64_t progressedSeen = 0;
   std::chrono::steady_clock::time_point lastEvent;
 
  private:
