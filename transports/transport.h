@@ -31,6 +31,7 @@
 #pragma once
 
 #include <poll.h>
+#include <sched.h>
 
 #include <atomic>
 #include <chrono>
@@ -198,6 +199,14 @@ struct WaitPolicy {
   /// both cores took 30 us per call with a plain 20 us spin. Alone on its core the yield returns
   /// at once, and a peer on another core answers well within it, so the spin's latency stays.
   static constexpr int kSpinYieldUs = 2;
+  /// The spin's yield: gives up the core when kSpinYieldUs have passed since `*last` (the last
+  /// yield or the last progress), and moves `*last` to `now` when it does.
+  static void yieldWhileSpinning(std::chrono::steady_clock::time_point now,
+                                 std::chrono::steady_clock::time_point* last) {
+    if (now - *last < std::chrono::microseconds(kSpinYieldUs)) return;
+    sched_yield();
+    *last = now;
+  }
   int spinUs = 20;
   std::chrono::steady_clock::time_point deadline;
   double timeoutSeconds = 300;

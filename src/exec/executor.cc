@@ -131,11 +131,8 @@ inline Idle idlePass(IdleClock& clock, std::chrono::steady_clock::time_point now
   const auto idleUs =
       std::chrono::duration_cast<std::chrono::microseconds>(now - clock.lastProgress).count();
   if (idleUs < wait.spinUs) {
-    if (now - std::max(clock.lastProgress, clock.lastYield) >=
-        std::chrono::microseconds(WaitPolicy::kSpinYieldUs)) {
-      sched_yield();
-      clock.lastYield = now;
-    }
+    clock.lastYield = std::max(clock.lastYield, clock.lastProgress);
+    WaitPolicy::yieldWhileSpinning(now, &clock.lastYield);
     return Idle::kRetry;
   }
   if (idleUs < wait.spinUs + 200) {

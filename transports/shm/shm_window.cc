@@ -216,10 +216,7 @@ Status ShmWindow::await(int rank, uint64_t seq, uint32_t k, const WaitPolicy& w)
     const auto now = Clock::now();
     const auto waited = std::chrono::duration_cast<std::chrono::microseconds>(now - start).count();
     if (waited < w.spinUs) {
-      if (now - lastYield >= std::chrono::microseconds(WaitPolicy::kSpinYieldUs)) {
-        sched_yield();  // the peer may share this core (WaitPolicy::kSpinYieldUs)
-        lastYield = now;
-      }
+      WaitPolicy::yieldWhileSpinning(now, &lastYield);  // the peer may share this core
       continue;
     }
     if (w.abortFlag && w.abortFlag->load(std::memory_order_relaxed))
