@@ -208,6 +208,8 @@ struct WaitPolicy {
     *last = now;
   }
   int spinUs = 20;
+  /// After the spin: how long it yields between looks before it sleeps.
+  int yieldUs = 200;
   std::chrono::steady_clock::time_point deadline;
   double timeoutSeconds = 300;
   const std::atomic<bool>* abortFlag = nullptr;

@@ -44,6 +44,7 @@ constexpr EnvVar kVars[] = {
     {"CHORUS_TIMEOUT", "300", "seconds any wait may last before the operation fails with chorusTimeout"},
     {"CHORUS_HEARTBEAT_TIMEOUT", "4", "seconds a peer may stay silent (no heartbeat: process stopped, host or link down, traffic dropped) before waits on it fail with chorusRemoteError; 0 turns heartbeats off"},
     {"CHORUS_SPIN_US", "20", "microseconds a wait spins before yielding, then blocking"},
+    {"CHORUS_YIELD_US", "200", "microseconds a wait then gives up its core (sched_yield) between looks before it sleeps (futex, poll)"},
     // Topology
     {"CHORUS_TUNE", "auto", "auto: the cost model's memory rates are measured once per host and boot (by one rank per host, cached in $XDG_RUNTIME_DIR/chorus or /tmp/chorus-<uid>) and its cache rule follows the detected L2; measure: that, and the link constants from a short ping-pong per link class at communicator creation (under 200 ms); off: the built-in table"},
     {"CHORUS_TOPO_FILE", "", "read this host's topology from a file (chorus JSON as written by CHORUS_TOPO_DUMP_FILE, or NCCL topology XML) instead of detecting it"},

@@ -152,6 +152,10 @@ Status Communicator::readConfig() {
   CHORUS_ASSIGN_OR_RETURN(timeoutSeconds_, config::getDouble("CHORUS_TIMEOUT"));
   CHORUS_ASSIGN_OR_RETURN(int64_t spin, config::getInt("CHORUS_SPIN_US"));
   spinUs_ = static_cast<int>(spin);
+  CHORUS_ASSIGN_OR_RETURN(int64_t yield, config::getInt("CHORUS_YIELD_US"));
+  if (spin < 0) return invalidArgument("CHORUS_SPIN_US must not be negative, got " + std::to_string(spin));
+  if (yield < 0) return invalidArgument("CHORUS_YIELD_US must not be negative, got " + std::to_string(yield));
+  yieldUs_ = static_cast<int>(yield);
   CHORUS_ASSIGN_OR_RETURN(chunkBytes_, config::getBytes("CHORUS_CHUNK_SIZE"));
   if (chunkBytes_ < 64) return invalidArgument("CHORUS_CHUNK_SIZE must be at least 64 bytes");
   CHORUS_ASSIGN_OR_RETURN(mask_, tune::AlgoMask::parse(config::getString("CHORUS_ALGO")));
@@ -293,6 +297,7 @@ void Communicator::finishSetup() {
   env_.peers = peers_.get();
   env_.window = window_.get();
   env_.wait.spinUs = spinUs_;
+  env_.wait.yieldUs = yieldUs_;
   env_.wait.timeoutSeconds = timeoutSeconds_;
   env_.wait.abortFlag = &aborting_;
   env_.wait.checkPeer = [this](int r) { return peers_->alive(r); };

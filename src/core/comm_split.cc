@@ -69,6 +69,7 @@ Status Communicator::split(int color, int key, std::unique_ptr<Communicator>* ou
       child->job_ = job_;
       child->timeoutSeconds_ = timeoutSeconds_;
       child->spinUs_ = spinUs_;
+      child->yieldUs_ = yieldUs_;
       child->chunkBytes_ = chunkBytes_;
       child->mask_ = mask_;
       child->model_ = model_;

@@ -183,6 +183,7 @@ class Communicator {
   uint64_t commId_ = 0;
   double timeoutSeconds_ = 300;
   int spinUs_ = 20;
+  int yieldUs_ = 200;
   uint64_t chunkBytes_ = 1 << 20;
   tune::AlgoMask mask_;
 

@@ -118,7 +118,7 @@ enum class Idle {
 // One idle pass at `now` (read by the caller): past the deadline, kTimedOut. Every 100 ms it
 // calls checkPeers(), which returns true when it told a connection its peer is gone (kRetry).
 // Then it spins for wait.spinUs after the last progress (yielding once every
-// WaitPolicy::kSpinYieldUs of it), yields for 200 us more, and then says to block for at most
+// WaitPolicy::kSpinYieldUs of it), yields for wait.yieldUs more, and then says to block for at most
 // 100 ms and never past the deadline.
 template <class CheckPeers>
 inline Idle idlePass(IdleClock& clock, std::chrono::steady_clock::time_point now,
@@ -135,7 +135,7 @@ inline Idle idlePass(IdleClock& clock, std::chrono::steady_clock::time_point now
     WaitPolicy::yieldWhileSpinning(now, &clock.lastYield);
     return Idle::kRetry;
   }
-  if (idleUs < wait.spinUs + 200) {
+  if (idleUs < wait.spinUs + wait.yieldUs) {
     sched_yield();
     return Idle::kRetry;
   }

@@ -760,8 +760,30 @@ TEST(Bootstrap, FromEnvironmentAndBadEnvironment) {
   }, {.deadlineSeconds = 20, .initComm = false});
   EXPECT_EQ(summarize(out), "");
 
-  // A real 3-rank job from torchrun-style variables.
   int port = 29500 + static_cast<int>(::getpid() % 2000);
+  // A negative wait setting is refused by name, before anything waits.
+  out = runRanks(1, [port](chorusComm_t, int, int) -> std::string {
+    setenv("CHORUS_ROOT", ("127.0.0.1:" + std::to_string(port + 1)).c_str(), 1);
+    setenv("CHORUS_RANK", "0", 1);
+    setenv("CHORUS_NRANKS", "1", 1);
+    setenv("CHORUS_JOB_SECRET", "0123456789abcdef0123456789abcdef", 1);
+    for (const char* var : {"CHORUS_SPIN_US", "CHORUS_YIELD_US"}) {
+      setenv(var, "-5", 1);
+      chorusComm_t c = nullptr;
+      chorusResult_t r = chorusCommInitFromEnv(&c);
+      std::string msg = chorusGetLastError(nullptr);
+      if (r != chorusInvalidArgument || msg.find(var) == std::string::npos) {
+        if (r == chorusSuccess) chorusCommDestroy(c);
+        return std::string(var) + "=-5 not refused by name: " + chorusGetErrorString(r) + ": " +
+               msg;
+      }
+      unsetenv(var);
+    }
+    return "";
+  }, {.deadlineSeconds = 20, .initComm = false});
+  EXPECT_EQ(summarize(out), "");
+
+  // A real 3-rank job from torchrun-style variables.
   out = runRanks(3, [port](chorusComm_t, int rank, int n) -> std::string {
     setenv("MASTER_ADDR", "127.0.0.1", 1);
     setenv("MASTER_PORT", std::to_string(port).c_str(), 1);

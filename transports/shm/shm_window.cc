@@ -15,8 +15,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr uint32_t kMagic = 0x57534843;  // "CHSW"
 constexpr uint32_t kVersion = 1;
-// After the spin, a waiter yields this long before it sleeps on the futex.
-constexpr int kYieldUs = 200;
 constexpr size_t kInlineBytes = 32;
 
 struct SegHeader {
@@ -237,7 +235,7 @@ Status ShmWindow::await(int rank, uint64_t seq, uint32_t k, const WaitPolicy& w)
         return alive;
       }
     }
-    if (waited < w.spinUs + kYieldUs) {
+    if (waited < w.spinUs + w.yieldUs) {
       sched_yield();
       continue;
     }
