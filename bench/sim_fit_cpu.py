@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fits chorus-sim's CPU terms (--msg-us, --msg-gbps, --call-us) to netns measurements.
 
-  bench/sim_fit_cpu.py BUILD MEASURED.txt [--gbps 1] [--burst-us 4000]
+  bench/sim_fit_cpu.py BUILD MEASURED.txt [--gbps 1] [--burst-us 4000] [--flags "..."]
 
 MEASURED.txt is bench/sim_vs_netns.sh's measured.txt (layout algo bytes us, one line per job
 and size); every layout in it must be of hosts of one size. For each copy rate of a grid and
@@ -33,14 +33,14 @@ def medians(path):
     return {k: statistics.median(v) for k, v in runs.items()}
 
 
-def simulate(sim, layout, algo, sizes, gbps, burst, flags):
+def simulate(sim, layout, algo, sizes, gbps, burst, flags, extra):
     hosts = layout.split(",")
     if len(set(hosts)) != 1:
         sys.exit(f"sim_fit_cpu: hosts of one size only, not {layout}")
     with tempfile.NamedTemporaryFile(suffix=".csv") as out:
         cmd = [sim, "--hosts", str(len(hosts)), "-n", hosts[0], "--nic-gbps", str(gbps),
                "-c", "allreduce", "-a", algo, "--nic-burst-us", str(burst), "--csv", out.name,
-               "-q", "--links", "0"] + flags
+               "-q", "--links", "0"] + extra + flags
         times = {}
         for size in sizes:  # one run per size: -b/-e/-f cannot name an arbitrary list
             subprocess.run(cmd + ["-b", str(size), "-e", str(size)], check=True,
@@ -57,9 +57,12 @@ def main():
     ap.add_argument("measured")
     ap.add_argument("--gbps", type=float, default=1)
     ap.add_argument("--burst-us", type=float, default=4000)
+    ap.add_argument("--flags", default="--nic-burst-start steady",
+                    help="more chorus-sim flags for every run (default: %(default)s)")
     args = ap.parse_args()
     sim = os.path.join(args.build, "tools/chorus-sim/chorus-sim")
     med = medians(args.measured)
+    extra = args.flags.split()
     groups = defaultdict(list)
     for (layout, algo, size) in med:
         groups[(layout, algo)].append(size)
@@ -72,7 +75,7 @@ def main():
                 flags = []
             pts = []
             for (layout, algo), sizes in groups.items():
-                t = simulate(sim, layout, algo, sorted(sizes), args.gbps, args.burst_us, flags)
+                t = simulate(sim, layout, algo, sorted(sizes), args.gbps, args.burst_us, flags, extra)
                 pts += [(t[s], med[(layout, algo, s)]) for s in sizes]
 
             def score(call):
@@ -97,7 +100,7 @@ def main():
         flags = ["--msg-us", str(msg), "--msg-gbps", str(copy), "--call-us", str(call)]
         pts = []
         for (layout, algo), sizes in groups.items():
-            t = simulate(sim, layout, algo, sorted(sizes), args.gbps, args.burst_us, flags)
+            t = simulate(sim, layout, algo, sorted(sizes), args.gbps, args.burst_us, flags, extra)
             pts += [(t[s] / med[(layout, algo, s)]) for s in sizes]
         s = math.sqrt(sum(math.log(r) ** 2 for r in pts) / len(pts))
         final.append((s, msg, copy, call, max(pts, key=lambda r: abs(math.log(r)))))

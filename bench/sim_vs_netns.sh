@@ -31,7 +31,8 @@ ALGOS=${ALGOS:-"ring hier tree recursive_doubling"}
 SIZES=${SIZES:-"-b 1M -e 64M -f 4"}
 ITERS=${ITERS:-3}
 RATE=${RATE:-1gbit}
-SIM_FLAGS=${SIM_FLAGS-}
+# Frozen 2026-11-28 from netns 1 x 1 only (docs/simulation.md, "Calibration of the CPU terms").
+SIM_FLAGS=${SIM_FLAGS-"--msg-us 8 --msg-gbps 1 --call-us 5 --nic-burst-start steady"}
 MEASURED=${MEASURED:-}
 OUT=${OUT:-$(mktemp -d /tmp/sim_vs_netns.XXXXXX)}
 mkdir -p "$OUT"
