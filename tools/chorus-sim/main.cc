@@ -18,6 +18,7 @@
 #include <numeric>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "src/cost/cost_model.h"
@@ -180,18 +181,19 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--mem-gbps", memGBps, "flat hosts: a rank's memory rate, GB/s (0: free)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--msg-us", msgUs,
-                 "flat hosts: CPU time per message a rank sends or receives, us (syscall, "
-                 "wake-up; default 0: none)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--msg-gbps", msgGBps,
-                 "flat hosts: CPU copy rate of a message's bytes through the socket stack at "
-                 "each end, GB/s (B bytes cost B / rate of the sender's and the receiver's CPU; "
-                 "default 0: free)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--call-us", callUs,
-                 "flat hosts: CPU time per collective call per rank, us (default 0: none)")
-      ->check(CLI::NonNegativeNumber);
+  // The CPU of flat hosts (docs/simulation.md, "The CPU"): three non-negative costs.
+  const std::pair<const char*, double*> cpuCosts[] = {{"--msg-us", &msgUs},
+                                                      {"--msg-gbps", &msgGBps},
+                                                      {"--call-us", &callUs}};
+  const char* cpuHelp[] = {
+      "flat hosts: CPU time per message a rank sends or receives, us (syscall, wake-up; "
+      "default 0: none)",
+      "flat hosts: CPU copy rate of a message's bytes through the socket stack at each end, "
+      "GB/s (B bytes cost B / rate of the sender's and the receiver's CPU; default 0: free)",
+      "flat hosts: CPU time per collective call per rank, us (default 0: none)"};
+  for (size_t i = 0; i < std::size(cpuCosts); ++i)
+    app.add_option(cpuCosts[i].first, *cpuCosts[i].second, cpuHelp[i])
+        ->check(CLI::NonNegativeNumber);
   app.add_option("--cores", cores,
                  "flat hosts: CPUs per host its ranks share for the CPU costs above (default 0: "
                  "one per rank, no sharing)")

@@ -25,8 +25,9 @@ using sched::kOutput;
 
 constexpr double kTol = 1e-6;  // us; simulated time is exact up to rounding
 
+// Flat hosts with 1 GB/s rank ports; `cores` < 0: no CPUs, else CPUs with that pool (0: none).
 Machine flat(int hosts, int perHost, double alpha = 5, double nicGBps = 1,
-             double interAlpha = 7, double memGBps = 0) {
+             double interAlpha = 7, double memGBps = 0, int cores = -1) {
   FlatSpec f;
   f.hosts = hosts;
   f.ranksPerHost = perHost;
@@ -35,6 +36,8 @@ Machine flat(int hosts, int perHost, double alpha = 5, double nicGBps = 1,
   f.nicGBps = nicGBps;
   f.interLatencyUs = interAlpha;
   f.memGBps = memGBps;
+  f.cpu = cores >= 0;
+  f.cores = std::max(cores, 0);
   StatusOr<Machine> m = Machine::flat(f);
   EXPECT_TRUE(m.ok()) << m.status().message();
   return std::move(m).value();
@@ -483,19 +486,7 @@ TEST(SimFold, HugeEveryRankRunsAreRefused) {
 // ---- The CPU (EngineOptions::msgUs, msgBytesPerUs, callUs; FlatSpec::cpu, cores) ---------
 
 Machine flatCpu(int hosts, int perHost, int cores, double nicGBps = 1, double memGBps = 0) {
-  FlatSpec f;
-  f.hosts = hosts;
-  f.ranksPerHost = perHost;
-  f.intraGBps = 1;
-  f.intraLatencyUs = 5;
-  f.nicGBps = nicGBps;
-  f.interLatencyUs = 7;
-  f.memGBps = memGBps;
-  f.cpu = true;
-  f.cores = cores;
-  StatusOr<Machine> m = Machine::flat(f);
-  EXPECT_TRUE(m.ok()) << m.status().message();
-  return std::move(m).value();
+  return flat(hosts, perHost, 5, nicGBps, 7, memGBps, cores);
 }
 
 StatusOr<Result> simulateCpu(const Machine& m, Plans& p, double msgUs, double copyGBps,
