@@ -549,19 +549,31 @@ TEST(SimCpu, RanksSharingCoresSlowDown) {
   }
 }
 
-// Zero-byte messages (notify / wait) pay the per-message piece at both ends but no copy: two
-// notifications one way, 1 rank per host: pieces 0 .. 10 and 10 .. 20 at the sender (one
-// thread), each arriving 7 us later; the receiver's pieces take 17 .. 27 and 27 .. 37.
-TEST(SimCpu, NotificationsPayThePerMessagePieceOnly) {
-  const Machine m = flatCpu(2, 1, 0);
-  Plans p(2);
-  p[0].notify(1);
-  p[0].notify(1);
-  p[1].wait(0);
-  p[1].wait(0);
-  StatusOr<Result> r = simulateCpu(m, p, 10, 0.001, 0);
+// A rank's pieces run one after another (one thread). 3 hosts x 1 rank; rank 0 sends 1 KB to
+// rank 1 and 1 KB to rank 2 (independent steps, ready at once), message 10 us, copy free: its
+// pieces take 0 .. 10 and 10 .. 20 (FIFO, in program order), each message 1 us through the
+// 1000 B/us port and NIC, arriving 7 us later (18, 28); the receivers' pieces end at 28 and 38.
+// Processor sharing would end both pieces at 20, share the port 20 .. 22, and end both
+// receivers at 39. Then zero-byte messages: rank 0 notifies rank 1 once, which waits: a piece
+// at each end, no copy: 10 + 7 + 10.
+TEST(SimCpu, ARanksPiecesRunOneAfterAnother) {
+  const Machine m = flatCpu(3, 1, 0);
+  Plans p(3);
+  p[0].send(1, in(1'000));
+  p[0].send(2, in(1'000, 1'000));
+  p[1].recv(0, out(1'000));
+  p[2].recv(0, out(1'000));
+  StatusOr<Result> r = simulateCpu(m, p, 10, 0, 0);
   ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_NEAR(r->timeUs, 37, kTol);
+  EXPECT_NEAR(r->rankDoneUs[0], 21, kTol);
+  EXPECT_NEAR(r->rankDoneUs[1], 28, kTol);
+  EXPECT_NEAR(r->rankDoneUs[2], 38, kTol);
+  Plans q(3);
+  q[0].notify(1);
+  q[1].wait(0);
+  r = simulateCpu(m, q, 10, 0.001, 0);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_NEAR(r->timeUs, 27, kTol);
 }
 
 // The buckets at the call's start (EngineOptions::buckets). 2 x 1 ranks, NIC 0.25 GB/s (250
