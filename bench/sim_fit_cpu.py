@@ -75,7 +75,8 @@ def main():
                 flags = []
             pts = []
             for (layout, algo), sizes in groups.items():
-                t = simulate(sim, layout, algo, sorted(sizes), args.gbps, args.burst_us, flags, extra)
+                t = simulate(sim, layout, algo, sorted(sizes), args.gbps, args.burst_us, flags,
+                             extra)
                 pts += [(t[s], med[(layout, algo, s)]) for s in sizes]
 
             def score(call):
@@ -100,7 +101,8 @@ def main():
         flags = ["--msg-us", str(msg), "--msg-gbps", str(copy), "--call-us", str(call)]
         pts = []
         for (layout, algo), sizes in groups.items():
-            t = simulate(sim, layout, algo, sorted(sizes), args.gbps, args.burst_us, flags, extra)
+            t = simulate(sim, layout, algo, sorted(sizes), args.gbps, args.burst_us, flags,
+                         extra)
             pts += [(t[s] / med[(layout, algo, s)]) for s in sizes]
         s = math.sqrt(sum(math.log(r) ** 2 for r in pts) / len(pts))
         final.append((s, msg, copy, call, max(pts, key=lambda r: abs(math.log(r)))))

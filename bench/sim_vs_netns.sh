@@ -101,7 +101,8 @@ for layout in $LAYOUTS; do
       med=$(awk -v l="$layout" -v a="$algo" -v b="$bytes" \
               '$1 == l && $2 == a && $3 == b { print $4 }' "$measured" | sort -g |
             awk '{ v[NR] = $1 }
-                 END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+                 END { if (NR % 2) print v[(NR + 1) / 2]
+                       else if (NR) print (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
       # chorus-sim adds -e itself where the factor does not reach it; chorus-perf does not.
       [[ -n $med ]] || { echo "sim_vs_netns: no measurement of $bytes B ($layout $algo)" >&2
                          continue; }
