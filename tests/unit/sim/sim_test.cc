@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -489,6 +490,17 @@ Machine flatCpu(int hosts, int perHost, int cores, double nicGBps = 1, double me
   return flat(hosts, perHost, 5, nicGBps, 7, memGBps, cores);
 }
 
+// One message of `bytes` per (sender, receiver) pair, each in its own buffer at both ends.
+Plans messages(int n, std::initializer_list<std::pair<int, int>> pairs, uint64_t bytes) {
+  Plans p(n);
+  std::vector<uint64_t> sent(static_cast<size_t>(n)), received(static_cast<size_t>(n));
+  for (const auto& [from, to] : pairs) {
+    p[from].send(to, in(bytes, bytes * sent[static_cast<size_t>(from)]++));
+    p[to].recv(from, out(bytes, bytes * received[static_cast<size_t>(to)]++));
+  }
+  return p;
+}
+
 StatusOr<Result> simulateCpu(const Machine& m, Plans& p, double msgUs, double copyGBps,
                              double callUs) {
   EngineOptions o;
@@ -505,9 +517,7 @@ StatusOr<Result> simulateCpu(const Machine& m, Plans& p, double msgUs, double co
 // it to 2047. Each CPU did 20 + 10 us of pieces and 1 MB / 500 B/us = 2000 us of copying.
 TEST(SimCpu, OneMessageWithCallMessageAndCopyCosts) {
   const Machine m = flatCpu(2, 1, 0);
-  Plans p(2);
-  p[0].send(1, in(1'000'000));
-  p[1].recv(0, out(1'000'000));
+  Plans p = messages(2, {{0, 1}}, 1'000'000);
   StatusOr<Result> r = simulateCpu(m, p, 10, 0.5, 20);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_NEAR(r->rankDoneUs[0], 2030, kTol);
@@ -518,9 +528,7 @@ TEST(SimCpu, OneMessageWithCallMessageAndCopyCosts) {
     EXPECT_NEAR(r->resourceBytes[static_cast<size_t>(cpu)], 2030, 1e-6) << rank;
   }
   // Without CPU costs the same machine gives the plain time: 1000 us on the NIC + 7.
-  Plans q(2);
-  q[0].send(1, in(1'000'000));
-  q[1].recv(0, out(1'000'000));
+  Plans q = messages(2, {{0, 1}}, 1'000'000);
   StatusOr<Result> plain = simulateCpu(m, q, 0, 0, 0);
   ASSERT_TRUE(plain.ok());
   EXPECT_NEAR(plain->timeUs, 1007, kTol);
@@ -537,11 +545,7 @@ TEST(SimCpu, OneMessageWithCallMessageAndCopyCosts) {
 TEST(SimCpu, RanksSharingCoresSlowDown) {
   for (const auto& [cores, expected] : {std::pair{0, 2027.0}, {2, 2027.0}, {1, 2547.0}}) {
     const Machine m = flatCpu(2, 2, cores);
-    Plans p(4);
-    p[0].send(2, in(1'000'000));
-    p[1].send(3, in(1'000'000));
-    p[2].recv(0, out(1'000'000));
-    p[3].recv(1, out(1'000'000));
+    Plans p = messages(4, {{0, 2}, {1, 3}}, 1'000'000);
     StatusOr<Result> r = simulateCpu(m, p, 10, 0.8, 0);
     ASSERT_TRUE(r.ok()) << r.status().message();
     EXPECT_NEAR(r->timeUs, expected, kTol) << cores << " cores";
@@ -558,11 +562,7 @@ TEST(SimCpu, RanksSharingCoresSlowDown) {
 // at each end, no copy: 10 + 7 + 10.
 TEST(SimCpu, ARanksPiecesRunOneAfterAnother) {
   const Machine m = flatCpu(3, 1, 0);
-  Plans p(3);
-  p[0].send(1, in(1'000));
-  p[0].send(2, in(1'000, 1'000));
-  p[1].recv(0, out(1'000));
-  p[2].recv(0, out(1'000));
+  Plans p = messages(3, {{0, 1}, {0, 2}}, 1'000);
   StatusOr<Result> r = simulateCpu(m, p, 10, 0, 0);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_NEAR(r->rankDoneUs[0], 21, kTol);
