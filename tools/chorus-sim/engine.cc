@@ -14,7 +14,9 @@ using sched::StepKind;
 
 bool isSendLike(StepKind k) { return k == StepKind::kSend || k == StepKind::kNotify; }
 
-enum class FlowKind : uint8_t { kMessage, kGet, kMemory };
+// kCpuSend / kCpuRecv: a message's msgUs piece at the sender / receiver; kCall: a rank's
+// callUs piece (its `step` is the rank).
+enum class FlowKind : uint8_t { kMessage, kGet, kMemory, kCpuSend, kCpuRecv, kCall };
 
 struct Flow {
   double remaining = 0;
@@ -23,9 +25,10 @@ struct Flow {
   double latencyUs = 0;
   double updatedUs = 0;  // `remaining` is as of this time
   std::vector<int> resources;
+  std::vector<double> weights;  // per entry of `resources` (empty: all 1): load per unit rate
   std::vector<uint32_t> slots;  // per entry of `resources`: its index in that resource's list
   int64_t step = -1;
-  uint64_t conn = 0;  // kMessage: the ordered pair
+  uint64_t conn = 0;  // kMessage: the ordered pair; a CPU piece: nranks^2 + its rank
   uint32_t version = 0;  // bumped at every new rate: older completion events are stale
   FlowKind kind = FlowKind::kMemory;
   bool frozen = false;
@@ -128,6 +131,18 @@ class Sim {
   void bandwidthDone(int id);
   void memoryFlow(int64_t g, double bytes);
   void receive(int64_t g);  // the message has arrived and the step has started
+  void received(int64_t g);  // and its CPU piece is done
+  void sendFlow(int64_t g);  // a send's or notify's message, after its CPU piece
+  void cpuFlow(FlowKind kind, int64_t step, int rank, double us);
+  void releaseRank(int rank);  // its call piece is done: its first steps start
+  void nextOnConn(uint64_t conn);  // a flow of `conn` is done: the next one queued starts
+  std::vector<int> cpusOf(int rank) const {
+    std::vector<int> ids = m_.cpus(rank);
+    if (fold_)
+      for (int& id : ids) id %= localResources_;
+    return ids;
+  }
+  static double weight(const Flow& f, size_t k) { return f.weights.empty() ? 1 : f.weights[k]; }
   void addTimer(double at, TimerKind kind, int64_t step, int64_t cause);
   void signalDone(int rank);
   void settle(Flow& f);
@@ -169,6 +184,7 @@ class Sim {
   std::vector<double> busySince_;
   std::vector<double> resLeft_;
   std::vector<int> resUnfrozen_;
+  std::vector<double> resWeight_;  // the unfrozen flows' weights on the resource
   std::vector<uint32_t> resMark_, flowMark_;
   uint32_t epoch_ = 0;
   std::vector<int> dirtyResources_;  // where flows started or ended since the last computation
@@ -285,7 +301,7 @@ void Sim::startFlow(Flow f) {
     flows_.push_back(std::move(f));
   }
   Flow& fl = flows_[static_cast<size_t>(id)];
-  if (fl.kind == FlowKind::kMessage) {
+  if (fl.kind != FlowKind::kGet && fl.kind != FlowKind::kMemory) {  // one at a time per conn
     if (connBusy_[fl.conn]) {
       connQueue_[fl.conn].push_back(id);
       return;
@@ -323,7 +339,8 @@ void Sim::settle(Flow& f) {
   const double dt = now_ - f.updatedUs;
   if (dt > 0 && f.rate > 0) {
     f.remaining -= f.rate * dt;
-    for (int r : f.resources) res_.resourceBytes[static_cast<size_t>(r)] += f.rate * dt;
+    for (size_t k = 0; k < f.resources.size(); ++k)
+      res_.resourceBytes[static_cast<size_t>(f.resources[k])] += f.rate * dt * weight(f, k);
   }
   f.updatedUs = now_;
 }
@@ -362,21 +379,46 @@ void Sim::bandwidthDone(int id) {
       actions_.push_back({true, f.step, -1});
       addTimer(now_ + f.latencyUs, TimerKind::kDeliver, steps_[static_cast<size_t>(f.step)].partner,
                f.step);
-      auto q = connQueue_.find(f.conn);
-      if (q != connQueue_.end() && !q->second.empty()) {
-        const int next = q->second.front();
-        q->second.pop_front();
-        activate(next);
-      } else {
-        connBusy_[f.conn] = false;
-      }
+      nextOnConn(f.conn);
       break;
     }
     case FlowKind::kGet:
       addTimer(now_ + f.latencyUs, TimerKind::kReadArrived, f.step, -1);
       break;
     case FlowKind::kMemory: actions_.push_back({true, f.step, -1}); break;
+    case FlowKind::kCpuSend: nextOnConn(f.conn); sendFlow(f.step); break;
+    case FlowKind::kCpuRecv: nextOnConn(f.conn); received(f.step); break;
+    case FlowKind::kCall: nextOnConn(f.conn); releaseRank(static_cast<int>(f.step)); break;
   }
+}
+
+void Sim::nextOnConn(uint64_t conn) {
+  auto q = connQueue_.find(conn);
+  if (q != connQueue_.end() && !q->second.empty()) {
+    const int next = q->second.front();
+    q->second.pop_front();
+    activate(next);
+  } else {
+    connBusy_[conn] = false;
+  }
+}
+
+void Sim::cpuFlow(FlowKind kind, int64_t step, int rank, double us) {
+  Flow f;
+  f.kind = kind;
+  f.step = step;
+  f.remaining = us;
+  f.resources = cpusOf(rank);
+  // A rank is one thread: its pieces run one after another, in the order they became ready.
+  f.conn = static_cast<uint64_t>(nranks_) * static_cast<uint64_t>(nranks_) +
+           static_cast<uint64_t>(rank);
+  startFlow(std::move(f));
+}
+
+void Sim::releaseRank(int rank) {
+  const size_t r = static_cast<size_t>(rank);
+  for (int64_t g = offset_[r]; g < offset_[r + 1]; ++g)
+    if (steps_[static_cast<size_t>(g)].pending == 0) actions_.push_back({false, g, -1});
 }
 
 void Sim::memoryFlow(int64_t g, double bytes) {
@@ -394,11 +436,43 @@ void Sim::receive(int64_t g) {
   const size_t i = static_cast<size_t>(g);
   if (steps_[i].arrivedUs >= steps_[i].readyUs) steps_[i].cause = steps_[i].arrivedCause;
   steps_[i].startUs = now_;
+  if (opt_.msgUs > 0)
+    cpuFlow(FlowKind::kCpuRecv, g, rankOf(g), opt_.msgUs);
+  else
+    received(g);
+}
+
+void Sim::received(int64_t g) {
   const StepRec& s = stepOf(g);
   if (s.kind == StepKind::kRecvReduce)
     memoryFlow(g, opt_.reduceTraffic * static_cast<double>(s.dstBytes));
   else
     actions_.push_back({true, g, -2});
+}
+
+void Sim::sendFlow(int64_t g) {
+  int r = 0;
+  const StepRec& s = stepOf(g, &r);
+  Route route = routeOf(r, s.peer);
+  Flow f;
+  f.kind = FlowKind::kMessage;
+  f.step = g;
+  f.remaining = s.kind == StepKind::kSend ? static_cast<double>(s.aBytes) : 0;
+  f.cap = route.cap;
+  f.latencyUs = route.latencyUs;
+  f.resources = std::move(route.resources);
+  if (opt_.msgBytesPerUs > 0 && f.remaining > 0) {
+    // The copies through both ends' socket stacks, while the bytes flow.
+    f.weights.assign(f.resources.size(), 1);
+    for (int end : {r, s.peer})
+      for (int c : cpusOf(end)) {
+        f.resources.push_back(c);
+        f.weights.push_back(1 / opt_.msgBytesPerUs);
+      }
+  }
+  f.conn = static_cast<uint64_t>(r) * static_cast<uint64_t>(nranks_) +
+           static_cast<uint64_t>(s.peer);
+  startFlow(std::move(f));
 }
 
 void Sim::start(int64_t g, int64_t cause) {
@@ -409,20 +483,12 @@ void Sim::start(int64_t g, int64_t cause) {
   steps_[i].cause = cause;
   switch (s.kind) {
     case StepKind::kSend:
-    case StepKind::kNotify: {
-      Route route = routeOf(r, s.peer);
-      Flow f;
-      f.kind = FlowKind::kMessage;
-      f.step = g;
-      f.remaining = s.kind == StepKind::kSend ? static_cast<double>(s.aBytes) : 0;
-      f.cap = route.cap;
-      f.latencyUs = route.latencyUs;
-      f.resources = std::move(route.resources);
-      f.conn = static_cast<uint64_t>(r) * static_cast<uint64_t>(nranks_) +
-               static_cast<uint64_t>(s.peer);
-      startFlow(std::move(f));
+    case StepKind::kNotify:
+      if (opt_.msgUs > 0)
+        cpuFlow(FlowKind::kCpuSend, g, r, opt_.msgUs);
+      else
+        sendFlow(g);
       break;
-    }
     case StepKind::kRecv:
     case StepKind::kRecvReduce:
     case StepKind::kWait:
@@ -553,20 +619,24 @@ void Sim::shareRates() {
     settleBucket(static_cast<size_t>(r));  // at the load it had until now
     resLeft_[static_cast<size_t>(r)] = capacityNow(static_cast<size_t>(r));
     resUnfrozen_[static_cast<size_t>(r)] = 0;
+    resWeight_[static_cast<size_t>(r)] = 0;
   }
   for (int id : fl) {
     Flow& f = flows_[static_cast<size_t>(id)];
     settle(f);
     f.rate = 0;
     f.frozen = false;
-    for (int r : f.resources) ++resUnfrozen_[static_cast<size_t>(r)];
+    for (size_t k = 0; k < f.resources.size(); ++k) {
+      ++resUnfrozen_[static_cast<size_t>(f.resources[k])];
+      resWeight_[static_cast<size_t>(f.resources[k])] += weight(f, k);
+    }
   }
   size_t unfrozen = fl.size();
   while (unfrozen > 0) {
     double delta = kUnlimited;
     for (int r : res) {
       const size_t ri = static_cast<size_t>(r);
-      if (resUnfrozen_[ri] > 0) delta = std::min(delta, resLeft_[ri] / resUnfrozen_[ri]);
+      if (resUnfrozen_[ri] > 0) delta = std::min(delta, resLeft_[ri] / resWeight_[ri]);
     }
     for (int id : fl) {
       const Flow& f = flows_[static_cast<size_t>(id)];
@@ -576,7 +646,8 @@ void Sim::shareRates() {
       Flow& f = flows_[static_cast<size_t>(id)];
       if (f.frozen) continue;
       f.rate += delta;
-      for (int r : f.resources) resLeft_[static_cast<size_t>(r)] -= delta;
+      for (size_t k = 0; k < f.resources.size(); ++k)
+        resLeft_[static_cast<size_t>(f.resources[k])] -= delta * weight(f, k);
     }
     // Freeze flows at their ceiling or on a full resource (all of them, should rounding leave
     // none to freeze: the loop must end).
@@ -593,7 +664,11 @@ void Sim::shareRates() {
       if (!stop) continue;
       f.frozen = true;
       --unfrozen;
-      for (int r : f.resources) --resUnfrozen_[static_cast<size_t>(r)];
+      for (size_t k = 0; k < f.resources.size(); ++k) {
+        const size_t ri = static_cast<size_t>(f.resources[k]);
+        if (--resUnfrozen_[ri] == 0) resWeight_[ri] = 0;  // no rounding residue
+        else resWeight_[ri] -= weight(f, k);
+      }
     }
     if (unfrozen == before) {
       for (int id : fl) {
@@ -615,7 +690,7 @@ void Sim::shareRates() {
   for (int r : res) {
     const size_t ri = static_cast<size_t>(r);
     if (m_.burstBytes(r) <= 0) continue;
-    double load = 0;
+    double load = 0;  // weight 1: only NIC ports have buckets, and CPU weights are on CPUs
     for (int id : onResource_[ri]) load += flows_[static_cast<size_t>(id)].rate;
     load_[ri] = load;
     ++bucketVersion_[ri];
@@ -656,6 +731,11 @@ StatusOr<Result> Sim::run() {
     return invalidArgument("simulate: " + std::to_string(n) + " plans for a machine of " +
                            std::to_string(m_.nranks()) + " ranks" +
                            (fold_ ? " folded by host (one plan per rank of a host)" : ""));
+  if (opt_.msgUs < 0 || opt_.msgBytesPerUs < 0 || opt_.callUs < 0)
+    return invalidArgument("simulate: negative CPU cost");
+  if ((opt_.msgUs > 0 || opt_.msgBytesPerUs > 0 || opt_.callUs > 0) && !m_.hasCpu())
+    return invalidArgument("simulate: CPU costs need a machine with CPUs (flat hosts with "
+                           "FlatSpec::cpu)");
   CHORUS_RETURN_IF_ERROR(load());
   const size_t total = static_cast<size_t>(offset_[n]);
   signals_.assign(static_cast<size_t>(nranks_), {});
@@ -665,19 +745,25 @@ StatusOr<Result> Sim::run() {
   busySince_.assign(nres, 0);
   resLeft_.assign(nres, 0);
   resUnfrozen_.assign(nres, 0);
+  resWeight_.assign(nres, 0);
   resMark_.assign(nres, 0);
   res_.resourceBytes.assign(nres, 0);
   res_.resourceBusyUs.assign(nres, 0);
   // Buckets start empty: the calls a benchmark times run back to back, and each leaves the
   // links it saturated with no tokens left (a full bucket would be an isolated call's).
   tokens_.assign(nres, 0);
+  if (opt_.buckets == BucketStart::kFull)
+    for (size_t r = 0; r < nres; ++r) tokens_[r] = m_.burstBytes(static_cast<int>(r));
   tokensAt_.assign(nres, 0);
   load_.assign(nres, 0);
   bucketVersion_.assign(nres, 0);
   CHORUS_RETURN_IF_ERROR(match());
   peers_ = {};
-  for (size_t g = 0; g < total; ++g)
-    if (steps_[g].pending == 0) actions_.push_back({false, static_cast<int64_t>(g), -1});
+  for (size_t r = 0; r < n; ++r)
+    if (opt_.callUs > 0)
+      cpuFlow(FlowKind::kCall, static_cast<int64_t>(r), static_cast<int>(r), opt_.callUs);
+    else
+      releaseRank(static_cast<int>(r));
 
   for (;;) {
     while (!actions_.empty()) {
@@ -820,8 +906,22 @@ const char* foldName(Fold f) {
 StatusOr<Result> simulate(const Machine& machine, int count, const PlanSource& source,
                           const EngineOptions& options) {
   if (count < 0) return invalidArgument("simulate: " + std::to_string(count) + " plans");
-  Sim sim(machine, count, source, options);
-  return sim.run();
+  if (options.buckets != BucketStart::kSteady) {
+    Sim sim(machine, count, source, options);
+    return sim.run();
+  }
+  EngineOptions o = options;
+  o.buckets = BucketStart::kFull;
+  StatusOr<Result> full = Sim(machine, count, source, o).run();
+  if (!full.ok()) return full;
+  for (int r = 0; r < machine.numResources(); ++r)
+    if (machine.burstBytes(r) > 0 &&
+        full->resourceBytes[static_cast<size_t>(r)] >
+            machine.capacity(r) * full->timeUs * (1 + 1e-9)) {
+      o.buckets = BucketStart::kEmpty;  // this link drains its bucket call after call
+      return Sim(machine, count, source, o).run();
+    }
+  return full;
 }
 
 StatusOr<Result> simulate(const Machine& machine, std::span<const exec::Plan* const> plans,

@@ -22,7 +22,8 @@
 // Token buckets. A resource with Resource::burstBytes (an emulated link's tc tbf) is no
 // bottleneck while its bucket holds tokens; the bucket fills at the resource's capacity less
 // what passes and drains at what passes less the capacity; it starts empty (timed calls run back
-// to back). When a draining bucket runs dry the rates are shared out again, like at a flow's end.
+// to back; EngineOptions::buckets). When a draining bucket runs dry the rates are shared out
+// again, like at a flow's end.
 // Fair sharing. Flows in their bandwidth phase share every resource they cross max-min fairly
 // (progressive filling: all rates grow together; a resource that fills freezes its flows; a
 // flow also stops at its route's ceiling). Rates are recomputed whenever a flow starts or ends,
@@ -30,9 +31,28 @@
 // between two such events every rate is constant, so the simulated time is exact for the model
 // (no time step).
 //
-// Not modelled: the consistency header exchange and the per-call overhead, flow control (a
+// The CPU (EngineOptions::msgUs, msgBytesPerUs, callUs; a machine with CPUs, Machine::cpus).
+// A rank's software costs are work on its CPU resources, counted in CPU microseconds: its own
+// CPU (capacity 1: a rank is one thread, so its pieces share it and add up) and, when the host
+// has a pool of cores, that pool (capacity: the cores), which its ranks then share. A rank's
+// pieces below run one after another (a rank is one thread; FIFO, like a connection's flows);
+// those of different ranks run at once, sharing the pool.
+//   a call            a piece of callUs before the rank's first step
+//   send / notify     a piece of msgUs before its flow starts
+//   recv / recvReduce a piece of msgUs once the message has arrived (before the reduction)
+//   / wait
+//   a message's bytes its flow also crosses the sender's and the receiver's CPU resources, each
+//                     byte costing 1 / msgBytesPerUs CPU microseconds there (a weighted share:
+//                     the copy through the socket stack runs while the bytes flow, and a rank
+//                     copying two messages at once copies each at half the rate)
+// Weights make the fair share weighted (a flow at rate x loads a resource by x times its
+// weight); every other resource has weight 1, so without CPU costs nothing changes. The CPU
+// pieces of a host's ranks are the same on every host up to the fold's mapping, so folding by
+// host stays exact. Gets (one-sided reads) cost no CPU here.
+// Not modelled: the consistency header exchange, flow control (a
 // sender never waits for buffer space at the receiver: sends are eager), protocol choice by size
-// (NCCL's LL/LL128/Simple), CPU time-sharing when ranks outnumber cores.
+// (NCCL's LL/LL128/Simple), the CPU of copies and reductions (they occupy the rank's memory
+// only), softirq work of the network stack outside the rank's own time.
 #pragma once
 
 #include <cstdint>
@@ -58,12 +78,29 @@ namespace chorus::sim {
 enum class Fold : uint8_t { kNone, kShift, kXor };
 const char* foldName(Fold f);  // "none", "shift", "xor"
 
+/// How full the token buckets are when the call starts, for calls run back to back:
+///   kEmpty   each call left them dry (calls that saturate their links)
+///   kFull    calls that load no bucketed link above its rate, on average over the call,
+///            leave it full for the next (it refills while idle faster than they drain it)
+///   kSteady  whichever of the two holds: simulated full, and if any bucketed resource carried
+///            more than its capacity x the call's time, simulated again empty. Steady state
+///            only: a benchmark's first calls of a size on a full bucket are not averaged in.
+enum class BucketStart : uint8_t { kEmpty, kFull, kSteady };
+
 struct EngineOptions {
   double reduceTraffic = 3;  ///< memory bytes per byte reduced
   double copyTraffic = 2;    ///< memory bytes per byte copied
   /// Memory bytes per byte a quantization step touches (reads plus writes: a.bytes +
   /// dst.bytes); the machine's ranks decide the rate (Constants::cpuQuantTraffic / gpu...).
   double quantTraffic = 2;
+  /// The CPU (see above; all 0: none, and the machine needs no CPUs): CPU microseconds per
+  /// message a rank sends or receives, the rate a message's bytes are copied through the
+  /// socket stack at each end (bytes per CPU microsecond, 1 GB/s = 1000; 0: free), and CPU
+  /// microseconds per call per rank.
+  double msgUs = 0;
+  double msgBytesPerUs = 0;
+  double callUs = 0;
+  BucketStart buckets = BucketStart::kEmpty;
   /// Folded: `plans` are those of host 0's ranks only, and every other host's ranks run the
   /// same plans mapped as `fold` says. Each simulated flow then stands for one flow per host,
   /// each on its own host's copies of the resources, so a resource's load is counted on host

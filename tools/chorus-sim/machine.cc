@@ -109,10 +109,24 @@ StatusOr<Machine> Machine::flat(const FlatSpec& spec) {
   m.railGBps_ = {spec.nicGBps};
   m.interLatencyUs_ = spec.interLatencyUs;
   m.nicGbps_ = spec.nicGBps * 8;
+  if (spec.cores < 0) return invalidArgument("machine: " + std::to_string(spec.cores) + " cores");
+  if (spec.cpu) {
+    for (int l = 0; l < k; ++l) {
+      m.cpu_.push_back(static_cast<int>(m.local_.size()));
+      m.local_.push_back({"rank" + std::to_string(l) + ".cpu", 1});
+    }
+    if (spec.cores > 0) {
+      m.cpuPool_ = static_cast<int>(m.local_.size());
+      m.local_.push_back({"cpus", static_cast<double>(spec.cores)});
+    }
+  }
   std::ostringstream o;
   o << spec.hosts << " host(s) x " << k << " ranks, flat: " << spec.intraGBps << " GB/s / "
     << spec.intraLatencyUs << " us per rank port, NIC " << spec.nicGBps << " GB/s / "
     << spec.interLatencyUs << " us";
+  if (spec.cpu)
+    o << ", CPU per rank" << (spec.cores > 0 ? ", " + std::to_string(spec.cores) + " cores per host"
+                                             : std::string());
   m.summary_ = o.str();
   return m;
 }
@@ -375,6 +389,19 @@ Route Machine::route(int src, int dst) const {
 
 int Machine::memory(int rank) const {
   return global(hostOf(rank), memory_[static_cast<size_t>(rank % perHost_)]);
+}
+
+std::vector<int> Machine::cpus(int rank) const {
+  if (cpu_.empty()) return {};
+  std::vector<int> ids{global(hostOf(rank), cpu_[static_cast<size_t>(rank % perHost_)])};
+  if (cpuPool_ >= 0) ids.push_back(global(hostOf(rank), cpuPool_));
+  return ids;
+}
+
+bool Machine::isCpu(int id) const {
+  if (id >= hostResources()) return false;
+  const int l = static_cast<int>(localId(id));
+  return l == cpuPool_ || std::find(cpu_.begin(), cpu_.end(), l) != cpu_.end();
 }
 
 }  // namespace chorus::sim

@@ -74,6 +74,11 @@ struct Route {
 /// crosses the sender's out port and the receiver's in port, and between hosts also the
 /// sender's NIC transmit side and the receiver's NIC receive side. `memGBps` <= 0 makes copies
 /// and reductions free.
+///
+/// With `cpu`, each rank also gets a CPU ("rankL.cpu") and, with `cores` > 0, the host a pool
+/// of that many cores ("cpus") its ranks share. Their capacity is in CPU microseconds per
+/// microsecond (1 per rank: a rank is one thread; `cores` for the pool), not bytes: the engine
+/// puts a rank's software costs on them (EngineOptions::msgUs and the others).
 struct FlatSpec {
   int hosts = 1;
   int ranksPerHost = 2;
@@ -82,6 +87,8 @@ struct FlatSpec {
   double nicGBps = 1;
   double interLatencyUs = 1;
   double memGBps = 0;
+  bool cpu = false;
+  int cores = 0;  ///< with `cpu`: CPUs per host its ranks share; 0: one per rank, no sharing
 };
 
 /// The network between the hosts' NICs (see above).
@@ -133,6 +140,11 @@ class Machine {
   Route route(int src, int dst) const;
   /// The rank's memory, which its copies and reductions occupy.
   int memory(int rank) const;
+  /// Whether the ranks have CPUs (FlatSpec::cpu), and a rank's: its own, then its host's pool
+  /// when there is one. A resource of these counts CPU microseconds, not bytes.
+  bool hasCpu() const { return !cpu_.empty(); }
+  std::vector<int> cpus(int rank) const;
+  bool isCpu(int id) const;
 
   /// Whether the ranks drive GPUs (else CPU processes): which quantization rate applies.
   bool gpuRanks() const { return gpuRanks_; }
@@ -154,6 +166,8 @@ class Machine {
   std::vector<Route> intra_;      // perHost_ x perHost_, local ids
   std::vector<Route> toNic_, fromNic_;  // per local rank, local ids, without the NIC ports
   std::vector<int> nicTx_, nicRx_, memory_;  // per local rank, local ids
+  std::vector<int> cpu_;          // per local rank, local ids; empty: no CPUs
+  int cpuPool_ = -1;              // local id of the host's shared cores, -1: none
   std::vector<int> rail_;         // per local rank: the index of its NIC among the host's
   std::vector<double> railGBps_;  // per NIC of a host (rail), GB/s
   double interLatencyUs_ = 0;     // NICs and switch

@@ -18,6 +18,7 @@
 #include <numeric>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "src/cost/cost_model.h"
@@ -64,11 +65,12 @@ void printLinks(const sim::Machine& m, const sim::Result& r, int top) {
   for (int k = 0; k < top && k < static_cast<int>(ids.size()); ++k) {
     const int id = ids[static_cast<size_t>(k)];
     if (r.resourceBytes[static_cast<size_t>(id)] <= 0) break;
+    // A CPU carries CPU microseconds, not bytes.
+    const double carried = r.resourceBytes[static_cast<size_t>(id)];
     std::printf("    %-36s %6.1f%%  %12s  busy %s\n", m.resourceName(id).c_str(),
                 100 * util(id),
-                chorus::cost::sizeText(
-                    static_cast<uint64_t>(r.resourceBytes[static_cast<size_t>(id)]))
-                    .c_str(),
+                m.isCpu(id) ? chorus::cost::usText(carried).c_str()
+                            : chorus::cost::sizeText(static_cast<uint64_t>(carried)).c_str(),
                 chorus::cost::usText(r.resourceBusyUs[static_cast<size_t>(id)]).c_str());
   }
 }
@@ -114,6 +116,9 @@ int main(int argc, char** argv) {
   int hostsPerLeaf = 0;
   double oversub = 1;
   double nicBurstUs = 0, nicBurstMin = 64 << 10;
+  double msgUs = 0, msgGBps = 0, callUs = 0;
+  std::string burstStart = "empty";
+  int cores = 0;
   bool oneSided = false, showConstants = false, quiet = false, noFold = false;
   uint64_t maxSteps = sim::Case{}.maxSteps;
 
@@ -162,6 +167,12 @@ int main(int argc, char** argv) {
   app.add_option("--nic-burst-min", nicBurstMin,
                  "with --nic-burst-us: the bucket's smallest size, bytes (default 64K)")
       ->transform(CLI::AsSizeValue(false));
+  app.add_option("--nic-burst-start", burstStart,
+                 "with --nic-burst-us: the buckets at the call's start, calls back to back: "
+                 "empty (default: calls that saturate the links), full (calls that load no link "
+                 "above its rate), steady (full, unless a link carried more than its rate x the "
+                 "call's time: then empty)")
+      ->check(CLI::IsMember({"empty", "full", "steady"}));
   app.add_option("--intra-gbps", intraGBps, "flat hosts: per-rank port, GB/s")
       ->check(CLI::PositiveNumber);
   app.add_option("--intra-us", intraUs, "flat hosts: latency of a message in a host, us")
@@ -170,6 +181,23 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--mem-gbps", memGBps, "flat hosts: a rank's memory rate, GB/s (0: free)")
       ->check(CLI::NonNegativeNumber);
+  // The CPU of flat hosts (docs/simulation.md, "The CPU"): three non-negative costs.
+  const std::pair<const char*, double*> cpuCosts[] = {{"--msg-us", &msgUs},
+                                                      {"--msg-gbps", &msgGBps},
+                                                      {"--call-us", &callUs}};
+  const char* cpuHelp[] = {
+      "flat hosts: CPU time per message a rank sends or receives, us (syscall, wake-up; "
+      "default 0: none)",
+      "flat hosts: CPU copy rate of a message's bytes through the socket stack at each end, "
+      "GB/s (B bytes cost B / rate of the sender's and the receiver's CPU; default 0: free)",
+      "flat hosts: CPU time per collective call per rank, us (default 0: none)"};
+  for (size_t i = 0; i < std::size(cpuCosts); ++i)
+    app.add_option(cpuCosts[i].first, *cpuCosts[i].second, cpuHelp[i])
+        ->check(CLI::NonNegativeNumber);
+  app.add_option("--cores", cores,
+                 "flat hosts: CPUs per host its ranks share for the CPU costs above (default 0: "
+                 "one per rank, no sharing)")
+      ->check(CLI::Range(0, 1 << 20));
   app.add_option("--csv", csvFile, "also write one CSV line per algorithm and size to this file");
   app.add_option("--links", topLinks, "busiest links to list (default 6, 0: none)")
       ->check(CLI::Range(0, 1 << 20));
@@ -257,6 +285,9 @@ int main(int argc, char** argv) {
   if (algoList.empty()) return fail("--algo names no algorithm", 2);
 
   chorus::StatusOr<sim::Machine> machine = chorus::invalidArgument("no machine");
+  const bool cpuModel = msgUs > 0 || msgGBps > 0 || callUs > 0 || cores > 0;
+  if (cpuModel && !topoFile.empty())
+    return fail("--msg-us, --msg-gbps, --call-us and --cores are for flat hosts (no --topo)", 2);
   if (!topoFile.empty()) {
     chorus::StatusOr<chorus::topo::System> sys = chorus::topo::loadTopologyFile(topoFile);
     if (!sys.ok()) return fail(sys.status().message(), 1);
@@ -274,6 +305,8 @@ int main(int argc, char** argv) {
     f.nicGBps = (nicGbps > 0 ? nicGbps : k.defaultNicGbps) / 8;
     f.interLatencyUs = interUs > 0 ? interUs : 2 * k.nicLatencyUs + k.switchLatencyUs;
     f.memGBps = memGBps >= 0 ? memGBps : k.cpuMemGBps;
+    f.cpu = cpuModel;
+    f.cores = cores;
     machine = sim::Machine::flat(f);
   }
   if (!machine.ok()) return fail(machine.status().message(), 1);
@@ -328,6 +361,12 @@ int main(int argc, char** argv) {
       eo.reduceTraffic = k.reduceTraffic;
       eo.copyTraffic = k.copyTraffic;
       eo.quantTraffic = machine->gpuRanks() ? k.gpuQuantTraffic : k.cpuQuantTraffic;
+      eo.msgUs = msgUs;
+      eo.msgBytesPerUs = msgGBps * 1000;
+      eo.callUs = callUs;
+      eo.buckets = burstStart == "full"     ? sim::BucketStart::kFull
+                   : burstStart == "steady" ? sim::BucketStart::kSteady
+                                            : sim::BucketStart::kEmpty;
       chorus::StatusOr<sim::Outcome> out = sim::runCase(*machine, c, eo);
       if (!out.ok()) {
         std::fprintf(stderr, "chorus-sim: %s\n", out.status().message().c_str());

@@ -217,14 +217,16 @@ StatusOr<Outcome> runCase(const Machine& machine, const Case& c, const EngineOpt
                              std::to_string(c.maxSteps));
   }
   // Host 0's plans are held; every other host's (every-rank runs) are built when the engine
-  // asks for them and dropped once it has read them.
+  // asks for them and dropped once it has read them. The engine may ask for them all again
+  // (BucketStart::kSteady runs a call twice), always rank 0 first.
   const PlanSource source = [&](int r) -> StatusOr<std::shared_ptr<const exec::Plan>> {
     std::shared_ptr<const exec::Plan> plan;
     if (r < K) {
-      plan = std::move(owned[static_cast<size_t>(r)]);
+      plan = owned[static_cast<size_t>(r)];
     } else {
       CHORUS_ASSIGN_OR_RETURN(plan, build(r));
     }
+    if (r == 0) out.steps = 0;
     out.steps += plan->schedule.steps.size();
     return plan;
   };

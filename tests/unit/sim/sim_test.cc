@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,8 +26,9 @@ using sched::kOutput;
 
 constexpr double kTol = 1e-6;  // us; simulated time is exact up to rounding
 
+// Flat hosts with 1 GB/s rank ports; `cores` < 0: no CPUs, else CPUs with that pool (0: none).
 Machine flat(int hosts, int perHost, double alpha = 5, double nicGBps = 1,
-             double interAlpha = 7, double memGBps = 0) {
+             double interAlpha = 7, double memGBps = 0, int cores = -1) {
   FlatSpec f;
   f.hosts = hosts;
   f.ranksPerHost = perHost;
@@ -35,6 +37,8 @@ Machine flat(int hosts, int perHost, double alpha = 5, double nicGBps = 1,
   f.nicGBps = nicGBps;
   f.interLatencyUs = interAlpha;
   f.memGBps = memGBps;
+  f.cpu = cores >= 0;
+  f.cores = std::max(cores, 0);
   StatusOr<Machine> m = Machine::flat(f);
   EXPECT_TRUE(m.ok()) << m.status().message();
   return std::move(m).value();
@@ -478,6 +482,209 @@ TEST(SimFold, HugeEveryRankRunsAreRefused) {
   ASSERT_FALSE(o.ok());
   EXPECT_NE(o.status().message().find("over the limit of 10000"), std::string::npos)
       << o.status().message();
+}
+
+// ---- The CPU (EngineOptions::msgUs, msgBytesPerUs, callUs; FlatSpec::cpu, cores) ---------
+
+Machine flatCpu(int hosts, int perHost, int cores, double nicGBps = 1, double memGBps = 0) {
+  return flat(hosts, perHost, 5, nicGBps, 7, memGBps, cores);
+}
+
+// One message of `bytes` per (sender, receiver) pair, each in its own buffer at both ends.
+Plans messages(int n, std::initializer_list<std::pair<int, int>> pairs, uint64_t bytes) {
+  Plans p(n);
+  std::vector<uint64_t> sent(static_cast<size_t>(n)), received(static_cast<size_t>(n));
+  for (const auto& [from, to] : pairs) {
+    p[from].send(to, in(bytes, bytes * sent[static_cast<size_t>(from)]++));
+    p[to].recv(from, out(bytes, bytes * received[static_cast<size_t>(to)]++));
+  }
+  return p;
+}
+
+StatusOr<Result> simulateCpu(const Machine& m, Plans& p, double msgUs, double copyGBps,
+                             double callUs) {
+  EngineOptions o;
+  o.msgUs = msgUs;
+  o.msgBytesPerUs = copyGBps * 1000;
+  o.callUs = callUs;
+  return simulate(m, p.prepare(), o);
+}
+
+// 2 hosts x 1 rank, NIC 1 GB/s (1000 B/us), 7 us between hosts; call 20 us, message 10 us, copy
+// 0.5 GB/s (500 B/us at each end). Both ranks spend 0 .. 20 on the call. Rank 0's send: its
+// piece 20 .. 30, then 1 MB whose copies hold it to 500 B/us (below the NIC's 1000): 2000 us,
+// the last byte leaves at 2030 (rank 0 done). It arrives at 2037; rank 1's receive piece takes
+// it to 2047. Each CPU did 20 + 10 us of pieces and 1 MB / 500 B/us = 2000 us of copying.
+TEST(SimCpu, OneMessageWithCallMessageAndCopyCosts) {
+  const Machine m = flatCpu(2, 1, 0);
+  Plans p = messages(2, {{0, 1}}, 1'000'000);
+  StatusOr<Result> r = simulateCpu(m, p, 10, 0.5, 20);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_NEAR(r->rankDoneUs[0], 2030, kTol);
+  EXPECT_NEAR(r->timeUs, 2047, kTol);
+  for (int rank : {0, 1}) {
+    const int cpu = m.cpus(rank).at(0);
+    EXPECT_TRUE(m.isCpu(cpu));
+    EXPECT_NEAR(r->resourceBytes[static_cast<size_t>(cpu)], 2030, 1e-6) << rank;
+  }
+  // Without CPU costs the same machine gives the plain time: 1000 us on the NIC + 7.
+  Plans q = messages(2, {{0, 1}}, 1'000'000);
+  StatusOr<Result> plain = simulateCpu(m, q, 0, 0, 0);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_NEAR(plain->timeUs, 1007, kTol);
+}
+
+// 2 hosts x 2 ranks; ranks 0 and 1 each send 1 MB to ranks 2 and 3 (the other host), message
+// 10 us, copy 0.8 GB/s (800 B/us). The NIC (1000 B/us) gives each flow 500.
+//   cores 0 (a CPU per rank) or 2: each rank's CPU lets its flow copy at 800 > 500, so the NIC
+//     rules: pieces 0 .. 10, flows 10 .. 2010, arrival 2017, receive pieces to 2027.
+//   cores 1: both ranks of a host share one core. The two send pieces run at half speed,
+//     0 .. 20; each flow loads both hosts' core by rate / 800, so 2 rate / 800 <= 1 holds
+//     them at 400 (below the NIC's 500): 2500 us, 20 .. 2520, arrival 2527; the two receive
+//     pieces share host 1's core again: 20 us, done at 2547.
+TEST(SimCpu, RanksSharingCoresSlowDown) {
+  for (const auto& [cores, expected] : {std::pair{0, 2027.0}, {2, 2027.0}, {1, 2547.0}}) {
+    const Machine m = flatCpu(2, 2, cores);
+    Plans p = messages(4, {{0, 2}, {1, 3}}, 1'000'000);
+    StatusOr<Result> r = simulateCpu(m, p, 10, 0.8, 0);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_NEAR(r->timeUs, expected, kTol) << cores << " cores";
+    EXPECT_NEAR(r->rankDoneUs[2], expected, kTol) << cores << " cores";
+  }
+}
+
+// A rank's pieces run one after another (one thread). 3 hosts x 1 rank; rank 0 sends 1 KB to
+// rank 1 and 1 KB to rank 2 (independent steps, ready at once), message 10 us, copy free: its
+// pieces take 0 .. 10 and 10 .. 20 (FIFO, in program order), each message 1 us through the
+// 1000 B/us port and NIC, arriving 7 us later (18, 28); the receivers' pieces end at 28 and 38.
+// Processor sharing would end both pieces at 20, share the port 20 .. 22, and end both
+// receivers at 39. Then zero-byte messages: rank 0 notifies rank 1 once, which waits: a piece
+// at each end, no copy: 10 + 7 + 10.
+TEST(SimCpu, ARanksPiecesRunOneAfterAnother) {
+  const Machine m = flatCpu(3, 1, 0);
+  Plans p = messages(3, {{0, 1}, {0, 2}}, 1'000);
+  StatusOr<Result> r = simulateCpu(m, p, 10, 0, 0);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_NEAR(r->rankDoneUs[0], 21, kTol);
+  EXPECT_NEAR(r->rankDoneUs[1], 28, kTol);
+  EXPECT_NEAR(r->rankDoneUs[2], 38, kTol);
+  Plans q(3);
+  q[0].notify(1);
+  q[1].wait(0);
+  r = simulateCpu(m, q, 10, 0.001, 0);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_NEAR(r->timeUs, 27, kTol);
+}
+
+// The buckets at the call's start (EngineOptions::buckets). 2 x 1 ranks, NIC 0.25 GB/s (250
+// B/us) with 2000 us buckets (500 KB), ports 1000 B/us, memory 1000 B/us, message 10 us. Rank 0
+// sends 20 KB; rank 1 receives it and copies 100 KB (200 KB of memory traffic: 200 us).
+//   full:  piece 0 .. 10, the flow at the port's 1000 B/us (the buckets hold enough) 10 .. 30,
+//          arrival 37, receive piece 37 .. 47, copy 47 .. 247.
+//   empty: the buckets fill to 2500 B during the piece; the flow starts at 1000 B/us and
+//          drains them at 750 B/us: dry at 13.333 with 3,333.3 B sent; the other 16,666.7 B at
+//          250 B/us take 66.667 us: the last byte leaves at 80, arrival 87, piece to 97, copy
+//          to 297.
+//   steady: 20 KB over the full run's 247 us is 81 B/us, below the NIC's 250: full, 247.
+//          With the copy gone the full run takes 47 us and 20 KB / 47 us is above the rate: the
+//          bucket would drain call after call, so steady is the empty run: 80 + 7 + 10 = 97.
+TEST(SimCpu, BucketStartEmptyFullAndSteady) {
+  Machine m = flatCpu(2, 1, 0, /*nicGBps=*/0.25, /*memGBps=*/1);
+  ASSERT_TRUE(m.setNicBurst(2000, 0).ok());
+  for (const bool copy : {true, false}) {
+    for (const auto& [start, expected] :
+         {std::pair{BucketStart::kFull, copy ? 247.0 : 47.0},
+          {BucketStart::kEmpty, copy ? 297.0 : 97.0},
+          {BucketStart::kSteady, copy ? 247.0 : 97.0}}) {
+      Plans p(2);
+      p[0].send(1, in(20'000));
+      p[1].recv(0, out(20'000));
+      if (copy) p[1].copy(out(100'000), out(100'000, 100'000));
+      EngineOptions o;
+      o.msgUs = 10;
+      o.buckets = start;
+      StatusOr<Result> r = simulate(m, p.prepare(), o);
+      ASSERT_TRUE(r.ok()) << r.status().message();
+      EXPECT_NEAR(r->timeUs, expected, 1e-6)
+          << "copy " << copy << ", start " << static_cast<int>(start);
+    }
+  }
+}
+
+// Through runCase, whose plan source is asked twice when kSteady runs a call again (its host-0
+// plans were once moved out on the first ask): the steady time is the full or the empty one,
+// and the steps are counted once. 4 x 2 ranks, ring, NICs at 125 B/us: at 64 KiB a NIC
+// carries 2 x 7/8 x 64 KiB in about 0.5 ms, at 64 MiB a thousand times that in about 1 s: both
+// above the rate on average, so steady is the empty run; and the full one is faster.
+TEST(SimCpu, SteadyBucketsThroughRunCase) {
+  Machine m = flatCpu(4, 2, 0, 0.125);
+  ASSERT_TRUE(m.setNicBurst(4000, 64 << 10).ok());
+  for (const uint64_t size : {uint64_t{64} << 10, uint64_t{64} << 20}) {
+    Case c;
+    c.coll = Coll::kAllReduce;
+    c.sizeBytes = size;
+    c.algo = "ring";
+    c.chunkBytes = 256 << 10;
+    EngineOptions eo;
+    eo.msgUs = 10;
+    eo.callUs = 30;
+    std::vector<Outcome> o;
+    for (BucketStart b : {BucketStart::kFull, BucketStart::kEmpty, BucketStart::kSteady}) {
+      eo.buckets = b;
+      StatusOr<Outcome> r = runCase(m, c, eo);
+      ASSERT_TRUE(r.ok()) << r.status().message();
+      o.push_back(std::move(r).value());
+    }
+    EXPECT_LT(o[0].timeUs, o[1].timeUs) << size;
+    EXPECT_DOUBLE_EQ(o[2].timeUs, o[1].timeUs) << size;
+    EXPECT_EQ(o[2].steps, o[0].steps) << size;
+  }
+}
+
+// CPU costs on a machine without CPUs are refused, not ignored.
+TEST(SimCpu, CostsWithoutCpusAreRefused) {
+  const Machine m = flat(2, 1);
+  Plans p(2);
+  p[0].send(1, in(100));
+  p[1].recv(0, out(100));
+  StatusOr<Result> r = simulateCpu(m, p, 10, 0, 0);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("CPU costs need a machine with CPUs"), std::string::npos)
+      << r.status().message();
+}
+
+// The CPU terms keep folding exact: a host's ranks pay the same pieces as host 0's, on their
+// own host's CPUs. Folded and every-rank runs agree, with shared cores and with one per rank.
+TEST(SimCpu, FoldedEqualsEveryRankWithCpuCosts) {
+  EngineOptions eo;
+  eo.msgUs = 3;
+  eo.msgBytesPerUs = 700;
+  eo.callUs = 11;
+  for (int cores : {0, 1}) {
+    const Machine ring = flatCpu(5, 3, cores, 0.5), xorFold = flatCpu(8, 2, cores, 0.5);
+    for (const auto& [mp, algo] : {std::pair{&ring, "ring"}, {&xorFold, "recursive_doubling"}}) {
+      const Machine& m = *mp;
+      Case c;
+      c.coll = Coll::kAllReduce;
+      c.sizeBytes = 3 * 5 * 4 * 4096;
+      c.algo = algo;
+      c.chunkBytes = 64 << 10;
+      c.fold = true;
+      StatusOr<Outcome> f = runCase(m, c, eo);
+      c.fold = false;
+      StatusOr<Outcome> e = runCase(m, c, eo);
+      ASSERT_TRUE(f.ok() && e.ok());
+      SCOPED_TRACE(std::string(algo) + ", cores " + std::to_string(cores));
+      ASSERT_TRUE(f->folded) << f->foldNote;
+      EXPECT_NEAR(f->timeUs, e->timeUs, 1e-9 * e->timeUs);
+      for (size_t k = 0; k < e->result.resourceBytes.size(); ++k)
+        EXPECT_NEAR(f->result.resourceBytes[k], e->result.resourceBytes[k], 1e-6) << k;
+      // And the CPU costs did something: more than the plain run.
+      StatusOr<Outcome> none = runCase(m, c);
+      ASSERT_TRUE(none.ok());
+      EXPECT_GT(e->timeUs, none->timeUs + 11);
+    }
+  }
 }
 
 // The network beyond the NICs. Flat hosts, one rank each, NIC 1 GB/s, no latency anywhere but
