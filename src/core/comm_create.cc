@@ -16,6 +16,7 @@
 #include <cstring>
 #include <mutex>
 #include <optional>
+#include <utility>
 
 #include "src/base/config.h"
 #include "src/base/host_id.h"
@@ -151,10 +152,13 @@ Communicator::~Communicator() = default;
 Status Communicator::readConfig() {
   CHORUS_ASSIGN_OR_RETURN(timeoutSeconds_, config::getDouble("CHORUS_TIMEOUT"));
   CHORUS_ASSIGN_OR_RETURN(int64_t spin, config::getInt("CHORUS_SPIN_US"));
-  spinUs_ = static_cast<int>(spin);
   CHORUS_ASSIGN_OR_RETURN(int64_t yield, config::getInt("CHORUS_YIELD_US"));
-  if (spin < 0) return invalidArgument("CHORUS_SPIN_US must not be negative, got " + std::to_string(spin));
-  if (yield < 0) return invalidArgument("CHORUS_YIELD_US must not be negative, got " + std::to_string(yield));
+  for (auto [name, value] :
+       {std::pair{"CHORUS_SPIN_US", spin}, std::pair{"CHORUS_YIELD_US", yield}})
+    if (value < 0)
+      return invalidArgument(std::string(name) + " must not be negative, got " +
+                             std::to_string(value));
+  spinUs_ = static_cast<int>(spin);
   yieldUs_ = static_cast<int>(yield);
   CHORUS_ASSIGN_OR_RETURN(chunkBytes_, config::getBytes("CHORUS_CHUNK_SIZE"));
   if (chunkBytes_ < 64) return invalidArgument("CHORUS_CHUNK_SIZE must be at least 64 bytes");

@@ -34,8 +34,8 @@
 //      on q checks q's header.
 // Window plans have no message steps: they run in program order, a loop over a few steps.
 //
-// Waiting spins for CHORUS_SPIN_US, then yields for CHORUS_YIELD_US, then blocks in poll() on the connections' fds
-// (or futexes on shared-memory words), waking at least every 100 ms to check the deadline and
+// Waiting spins for CHORUS_SPIN_US, then yields for CHORUS_YIELD_US, then blocks in poll() on
+// the connections' fds (or futexes on shared-memory words), waking at least every 100 ms to check the deadline and
 // the liveness of same-host peers. A peer whose process is gone is not a failure by itself:
 // its connection is told (Connection::peerGone) and fails only what the peer's delivered
 // messages cannot complete — a peer that did its part of the call and exited has failed no one.

@@ -18,7 +18,6 @@
 #include <numeric>
 #include <sstream>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "src/cost/cost_model.h"
@@ -182,18 +181,21 @@ int main(int argc, char** argv) {
   app.add_option("--mem-gbps", memGBps, "flat hosts: a rank's memory rate, GB/s (0: free)")
       ->check(CLI::NonNegativeNumber);
   // The CPU of flat hosts (docs/simulation.md, "The CPU"): three non-negative costs.
-  const std::pair<const char*, double*> cpuCosts[] = {{"--msg-us", &msgUs},
-                                                      {"--msg-gbps", &msgGBps},
-                                                      {"--call-us", &callUs}};
-  const char* cpuHelp[] = {
-      "flat hosts: CPU time per message a rank sends or receives, us (syscall, wake-up; "
-      "default 0: none)",
-      "flat hosts: CPU copy rate of a message's bytes through the socket stack at each end, "
-      "GB/s (B bytes cost B / rate of the sender's and the receiver's CPU; default 0: free)",
-      "flat hosts: CPU time per collective call per rank, us (default 0: none)"};
-  for (size_t i = 0; i < std::size(cpuCosts); ++i)
-    app.add_option(cpuCosts[i].first, *cpuCosts[i].second, cpuHelp[i])
-        ->check(CLI::NonNegativeNumber);
+  const struct {
+    const char* name;
+    double* value;
+    const char* help;
+  } cpuCosts[] = {
+      {"--msg-us", &msgUs,
+       "flat hosts: CPU time per message a rank sends or receives, us (syscall, wake-up; "
+       "default 0: none)"},
+      {"--msg-gbps", &msgGBps,
+       "flat hosts: CPU copy rate of a message's bytes through the socket stack at each end, "
+       "GB/s (B bytes cost B / rate of the sender's and the receiver's CPU; default 0: free)"},
+      {"--call-us", &callUs, "flat hosts: CPU time per collective call per rank, us (default 0: "
+                             "none)"}};
+  for (const auto& c : cpuCosts)
+    app.add_option(c.name, *c.value, c.help)->check(CLI::NonNegativeNumber);
   app.add_option("--cores", cores,
                  "flat hosts: CPUs per host its ranks share for the CPU costs above (default 0: "
                  "one per rank, no sharing)")
