@@ -25,8 +25,10 @@
 # timing is unaffected) and is bounded by RUN_TIMEOUT; any failure, timeout, missing row or wrong
 # element stops the script (exit 1) naming the run and its log. TCP stays on loopback for both
 # systems (CHORUS_SOCKET_IFNAME=lo, btl_tcp_if_include lo). mpirun runs with --oversubscribe
-# (4 ranks on 2 cores) and as root if need be (OMPI_ALLOW_RUN_AS_ROOT), with OpenMPI's default
-# process binding; chorus-run does not bind.
+# (4 ranks on 2 cores) and as root if need be (OMPI_ALLOW_RUN_AS_ROOT). Binding is the same for
+# both: OpenMPI's default binds each rank to a core when there are no more ranks than CPUs (and
+# not at all when oversubscribed), so chorus-run gets --bind-to core in exactly those runs
+# (BIND=none: neither binds).
 #
 # Writes into OUT: raw.csv (every run's rows, compare.sh's columns), summary.csv (medians, min,
 # max per cell), tables.txt (what is printed), logs/ (every run's output), meta.txt, labels.txt.
@@ -36,7 +38,9 @@
 #   ALLREDUCE_SIZES   size flags of the all-reduce runs               (default "-b 8 -e 8")
 #   PINGPONG_SIZES    size flags of the ping-pong runs        (default "-b 8 -e 2M -f 8")
 #   PINGPONG          0: skip the ping-pong table                     (default 1)
-#   MPIRUN_FLAGS      extra mpirun flags, e.g. "--bind-to none"       (default none)
+#   MPIRUN_FLAGS      extra mpirun flags                              (default none)
+#   BIND              auto: bind as OpenMPI's default does (above); none: no binding for either
+#                                                                     (default auto)
 #   RUN_TIMEOUT       seconds one run may take                        (default 300)
 #   OUT               output directory  (default bench/compare/results/<date>-<time>-latency)
 # Other CHORUS_* variables pass through to chorus (and are recorded in meta.txt).
@@ -56,6 +60,7 @@ allreduce_sizes=${ALLREDUCE_SIZES:--b 8 -e 8}
 pingpong_sizes=${PINGPONG_SIZES:--b 8 -e 2M -f 8}
 pingpong=${PINGPONG:-1}
 mpirun_flags=${MPIRUN_FLAGS:-}
+bind=${BIND:-auto}
 run_timeout=${RUN_TIMEOUT:-300}
 out=${OUT:-$here/results/$(date +%Y%m%d-%H%M%S)-latency}
 
@@ -66,6 +71,8 @@ tool=latency
 
 [[ "$reps" =~ ^[1-9][0-9]*$ ]] || fail "reps must be a positive number, not '$reps'"
 [ "$reps" -ge 5 ] || echo "latency: warning: $reps repetitions; medians want 5 or more" >&2
+[ "$bind" = auto ] || [ "$bind" = none ] || fail "BIND must be auto or none, not '$bind'"
+cpus=$(nproc)
 for n in "${ranks[@]}"; do
   if ! [[ "$n" =~ ^[1-9][0-9]*$ ]] || [ "$n" -lt 2 ]; then fail "rank counts must be >= 2, not '$n'"; fi
 done
@@ -102,7 +109,9 @@ pingpong_systems="chorus-shm-z1 ompi-vader chorus-tcp-z1 ompi-tcp"
   echo "allreduce: float sum '$allreduce_sizes', ranks ${ranks[*]}"
   echo "pingpong: $([ "$pingpong" = 0 ] && echo skipped || echo "float '$pingpong_sizes', 2 ranks")"
   echo "iters: $iters, warmup $warmup, reps $reps"
-  echo "mpirun: --oversubscribe $mpirun_flags"
+  echo "mpirun: --oversubscribe $mpirun_flags$([ "$bind" = none ] && echo ' --bind-to none')"
+  echo "binding: $bind (auto: chorus-run --bind-to core and OpenMPI's default core binding" \
+    "when ranks <= $cpus CPUs, neither binds above)"
   env | grep '^CHORUS_' | sort || true
 } >"$out/meta.txt"
 {
@@ -117,12 +126,19 @@ launch() {
   local log=$out/logs/$coll-$system-n$n-r$rep.log
   # shellcheck disable=SC2206  # the size flags are meant to split into words
   local flags=(--coll "$coll" $sizes -n "$iters" -w "$warmup" -c 1)
+  local chorus_bind=none mpi_bind=()
+  if [ "$bind" = none ]; then
+    mpi_bind=(--bind-to none)
+  elif [ "$n" -le "$cpus" ]; then
+    chorus_bind=core
+  fi
   case $system in
     chorus-shm-z? | chorus-tcp-z?)
       local transport=${system#chorus-}
       transport=${transport%-z?}
       # Through env, so a failure message shows a command line that reproduces the run.
-      run "$log" env CHORUS_TRANSPORT="$transport" "$chorus_run" -n "$n" --no-prefix -- \
+      run "$log" env CHORUS_TRANSPORT="$transport" "$chorus_run" -n "$n" --no-prefix \
+        --bind-to "$chorus_bind" -- \
         "$chorus_perf" "${flags[@]}" -z "${system##*-z}" ;;
     ompi-vader | ompi-tcp | ompi-vader-z0 | ompi-tcp-z0)
       local btl=${system#ompi-} z=1
@@ -130,7 +146,7 @@ launch() {
       btl=${btl%-z0}
       # shellcheck disable=SC2086  # MPIRUN_FLAGS is a list of flags
       run "$log" mpirun -np "$n" --oversubscribe --mca btl "$btl,self" \
-        --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo $mpirun_flags \
+        --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo "${mpi_bind[@]}" $mpirun_flags \
         "$mpi_perf" "${flags[@]}" -z "$z" ;;
     *) fail "unknown configuration $system" ;;
   esac

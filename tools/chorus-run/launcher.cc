@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -99,6 +100,8 @@ class Launcher {
   void setupSignals();
   void spawnAll();
   void spawn(RankProc& r, const std::vector<char*>& argv, int devNull);
+  // --bind-to core: the CPUs the ranks are bound to, in rank order (empty: no binding).
+  void planBinding();
   void pollOnce(std::optional<Clock::time_point> deadline);
   void handleSignalFd();
   void checkChildren();
@@ -115,6 +118,7 @@ class Launcher {
   std::vector<RankProc> ranks_;
   std::string root_;
   std::string secret_;
+  std::vector<int> cpus_;  // chorus-run's allowed CPUs when binding, else empty
   int signalFd_ = -1;
   sigset_t oldMask_{};
   bool masked_ = false;
@@ -174,6 +178,7 @@ void Launcher::spawnAll() {
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
 
+  planBinding();
   int devNull = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (devNull < 0) throw std::runtime_error(errnoText("open /dev/null"));
   for (int i = 0; i < opts_.nranks; ++i) {
@@ -193,6 +198,23 @@ void Launcher::spawnAll() {
   close(devNull);
 }
 
+void Launcher::planBinding() {
+  if (opts_.bind != LaunchOptions::Bind::kCore) return;
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0)
+    throw std::runtime_error(errnoText("--bind-to core: sched_getaffinity"));
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &allowed)) cpus_.push_back(cpu);
+  }
+  if (cpus_.empty()) throw std::runtime_error("--bind-to core: no CPU in chorus-run's mask");
+  if (static_cast<size_t>(opts_.nranks) > cpus_.size()) {
+    message("--bind-to core: " + std::to_string(opts_.nranks) + " ranks on " +
+            std::to_string(cpus_.size()) + " CPUs, so ranks share CPUs (rank i on CPU i mod " +
+            std::to_string(cpus_.size()) + " of the allowed ones)");
+  }
+}
+
 void Launcher::spawn(RankProc& r, const std::vector<char*>& argv, int devNull) {
   int pipes[2][2] = {{-1, -1}, {-1, -1}};
   if (opts_.prefix) {
@@ -209,6 +231,16 @@ void Launcher::spawn(RankProc& r, const std::vector<char*>& argv, int devNull) {
   // SIGTTIN), so a terminal stdin is replaced by /dev/null; a piped stdin goes to rank 0.
   bool inheritStdin = r.rank == 0 && !isatty(STDIN_FILENO);
   pid_t parent = getpid();
+  // Made before fork: the child only calls sched_setaffinity.
+  cpu_set_t cpu;
+  CPU_ZERO(&cpu);
+  const int bindCpu = cpus_.empty() ? -1 : cpus_[static_cast<size_t>(r.rank) % cpus_.size()];
+  if (bindCpu >= 0) CPU_SET(bindCpu, &cpu);
+  std::string bindError;
+  if (bindCpu >= 0) {
+    bindError = "chorus-run: rank " + std::to_string(opts_.rankOffset + r.rank) +
+                ": cannot bind to CPU " + std::to_string(bindCpu) + ": ";
+  }
 
   pid_t pid = fork();
   if (pid < 0) {
@@ -229,6 +261,13 @@ void Launcher::spawn(RankProc& r, const std::vector<char*>& argv, int devNull) {
       dup2(pipes[1][1], STDERR_FILENO);
     }
     if (!inheritStdin) dup2(devNull, STDIN_FILENO);
+    if (bindCpu >= 0 && sched_setaffinity(0, sizeof(cpu), &cpu) != 0) {
+      bindError += std::strerror(errno);
+      bindError += "\n";
+      ssize_t ignored = write(STDERR_FILENO, bindError.data(), bindError.size());
+      (void)ignored;
+      _exit(126);
+    }
     for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
     execvp(argv[0], argv.data());
     int err = errno;

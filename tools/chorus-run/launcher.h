@@ -27,6 +27,12 @@ struct LaunchOptions {
   double timeoutSeconds = 0;    // 0: no limit
   bool prefix = true;           // "[r] " before every line of a rank's stdout/stderr
   double killGraceSeconds = 2;  // SIGTERM, then SIGKILL after this long
+  // Each rank's CPU affinity. kCore: rank i of this host runs on the i-th CPU of chorus-run's
+  // own affinity mask (so an outer taskset or cgroup is respected), round robin when there are
+  // more ranks than CPUs; the rank's threads inherit it. kNone: the ranks inherit chorus-run's
+  // mask and the kernel places them.
+  enum class Bind { kNone, kCore };
+  Bind bind = Bind::kNone;
   std::vector<std::string> command;
 };
 

@@ -1,6 +1,7 @@
 // chorus-run: starts N ranks of a chorus job on this host.
 //
-//   chorus-run -n 4 [--port P] [--root-host H] [--timeout S] [--no-prefix] [--] prog args...
+//   chorus-run -n 4 [--port P] [--root-host H] [--timeout S] [--no-prefix] [--bind-to core]
+//              [--] prog args...
 //   chorus-run -n 2 --rank-offset 2 --world-size 6 --port P --root-host H --job-secret S prog
 //                                   (this host's share of a job on several hosts)
 //
@@ -40,6 +41,12 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_flag("--no-prefix", noPrefix, "pass the ranks' stdout/stderr through untouched");
+  std::string bind = "none";
+  app.add_option("--bind-to", bind,
+                 "core: bind rank i of this host to the i-th CPU chorus-run may use (round "
+                 "robin when ranks outnumber them); none: let the kernel place the ranks")
+      ->check(CLI::IsMember({"none", "core"}))
+      ->capture_default_str();
   app.add_option("--rank-offset", opts.rankOffset,
                  "several hosts: global rank of this host's first rank")
       ->check(CLI::Range(0, 1 << 24));
@@ -66,6 +73,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   opts.prefix = !noPrefix;
+  opts.bind = bind == "core" ? chorus::run::LaunchOptions::Bind::kCore
+                             : chorus::run::LaunchOptions::Bind::kNone;
   if (opts.jobSecret.empty()) {
     if (const char* s = std::getenv("CHORUS_JOB_SECRET")) opts.jobSecret = s;
   }

@@ -1,8 +1,10 @@
 // chorus-run, tested as users run it: the real binary starting real processes. Every case is
 // bounded by a deadline well under 10 s.
 #include <dirent.h>
+#include <sched.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <set>
@@ -233,10 +235,67 @@ TEST(ChorusRun, MissingProgramFailsWith127) {
   EXPECT_NE(r.err.find("cannot execute"), std::string::npos) << r.err;
 }
 
+// Each rank's Cpus_allowed_list, by rank, from ranks that print it with their rank.
+std::map<int, std::string> allowedListsByRank(const std::vector<std::string>& bindArgs,
+                                              int nranks) {
+  std::vector<std::string> cmd = {kRun, "-n", std::to_string(nranks)};
+  cmd.insert(cmd.end(), bindArgs.begin(), bindArgs.end());
+  cmd.insert(cmd.end(), {"sh", "-c",
+                         "echo \"$CHORUS_LOCAL_RANK $(grep Cpus_allowed_list: /proc/self/status "
+                         "| cut -f2)\""});
+  ProcessResult r = runProcess(cmd);
+  EXPECT_FALSE(r.timedOut);
+  EXPECT_EQ(r.status, 0) << r.err;
+  std::map<int, std::string> out;
+  for (const std::string& l : lines(r.out)) {
+    std::istringstream in(l);
+    std::string tag, list;
+    int rank = -1;
+    in >> tag >> rank >> list;
+    out[rank] = list;
+  }
+  return out;
+}
+
+// The CPUs this test may run on (chorus-run inherits them), in order.
+std::vector<int> allowedCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  return cpus;
+}
+
+TEST(ChorusRun, BindToCoreGivesRankIOneAllowedCpuRoundRobin) {
+  const std::vector<int> cpus = allowedCpus();
+  ASSERT_FALSE(cpus.empty());
+  // More ranks than CPUs on any machine this runs on up to 2 CPUs, and at least 3 ranks.
+  const int n = std::max<int>(3, static_cast<int>(cpus.size()) + 1);
+  ASSERT_LE(n, 64) << "this machine has too many CPUs for a quick test";
+  std::map<int, std::string> got = allowedListsByRank({"--bind-to", "core"}, n);
+  ASSERT_EQ(got.size(), static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r)
+    EXPECT_EQ(got[r], std::to_string(cpus[static_cast<size_t>(r) % cpus.size()])) << "rank " << r;
+}
+
+TEST(ChorusRun, WithoutBindingRanksInheritTheMask) {
+  std::map<int, std::string> self = allowedListsByRank({"--bind-to", "none"}, 1);
+  std::map<int, std::string> dflt = allowedListsByRank({}, 2);
+  ASSERT_EQ(dflt.size(), 2u);
+  EXPECT_EQ(dflt[0], self[0]);
+  EXPECT_EQ(dflt[1], self[0]);
+}
+
 TEST(ChorusRun, RejectsBadArguments) {
   EXPECT_NE(runProcess({kRun, "-n", "0", "true"}).status, 0);
   EXPECT_NE(runProcess({kRun, "-n", "2"}).status, 0);
   EXPECT_NE(runProcess({kRun, "true"}).status, 0);  // -n is required
+  ProcessResult bind = runProcess({kRun, "-n", "2", "--bind-to", "socket", "true"});
+  EXPECT_EQ(bind.status, 2);
+  EXPECT_NE(bind.err.find("--bind-to"), std::string::npos) << bind.err;
 }
 
 }  // namespace
