@@ -23,8 +23,16 @@
 # stochastic against nearest rounding, on Gaussian data and on "outlier" data (one 8 per group,
 # the rest 0.02 + 0.01 N(0, 1), below half a code step).
 #
-# Output: OUT_DIR/error.csv and trials.csv (the probe's ROW lines), logs, and error_tables.md
-# (bench/quant/quant_tables.py errors), which is also printed. Exit 1 when a job fails.
+# With NETNS=1 (root), four of the layouts run again on real hosts, the network-namespace test bed
+# of tests/netns (every host its own namespace and veth link, TCP between hosts): 2x2, 3x2,
+# hosts of 2, 1 and 3, and 4x1, with quant_direct and quant_two_hop, int4 and int8 at group 256
+# (nearest, stochastic, asymmetric) and the all-gather and all-reduce items. Their rows
+# (netns.csv) must equal the pretend hosts' bit for bit — the same schedule does the same
+# arithmetic whatever carries the bytes — and the tables show them side by side.
+#
+# Output: OUT_DIR/error.csv and trials.csv (the probe's ROW lines), netns.csv with NETNS=1, logs,
+# and error_tables.md (bench/quant/quant_tables.py errors), which is also printed. Exit 1 when a
+# job fails, or when a netns row differs from its pretend-host twin.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -89,5 +97,32 @@ for algo in quant_two_hop quant_ring; do
   done
 done
 
-python3 "$here/quant_tables.py" errors "$out/error.csv" "$out/trials.csv" | tee "$out/error_tables.md"
+netns_args=()
+if [ "${NETNS:-0}" = 1 ]; then
+  [ "$(id -u)" = 0 ] || { echo "error_table: NETNS=1 needs root (network namespaces)" >&2; exit 1; }
+  run_job=$here/../../tests/netns/run_job.sh
+  netns_items=(rs/int4:256 rs/int8:256 rs/int4:256:stochastic=1 rs/int8:256:stochastic=1
+               rs/int4:256:asym rs/int8:256:asym "${extra[@]}")
+  : >"$out/netns.csv"
+  for spec in "2x2|4|2,2" "3x2|6|2,2,2" "2+1+3|6|2,1,3" "4x1|4|1,1,1,1"; do
+    IFS='|' read -r name w hosts <<<"$spec"
+    for algo in quant_direct quant_two_hop; do
+      echo "error_table: netns $name W=$w $algo" >&2
+      log=$out/netns-$name-$algo.log
+      if ! bash "$run_job" --hosts "$hosts" --build "$build" --timeout 550 \
+          --env "CHORUS_ALGO=${mask[$algo]}" -- "$probe" --count "$count" error \
+          "${netns_items[@]}" >"$log" 2>&1; then
+        tail -n 20 "$log" >&2
+        echo "error_table: FAILED: netns hosts $hosts CHORUS_ALGO=${mask[$algo]} (log: $log)" >&2
+        exit 1
+      fi
+      # run_job prefixes every line with "[h<host>] ", chorus-run with "[<local rank>] ".
+      sed -nE 's/^\[h0\] \[0\] ROW,//p' "$log" >>"$out/netns.csv"
+    done
+  done
+  netns_args=(--netns "$out/netns.csv")
+fi
+
+python3 "$here/quant_tables.py" errors "$out/error.csv" "$out/trials.csv" "${netns_args[@]}" |
+  tee "$out/error_tables.md"
 echo "error_table: raw rows and logs in $out" >&2

@@ -7,11 +7,14 @@
 // An ITEM is COLL/QUANT: rs, ag or ar, then chorus-perf's --quant spelling
 // (int4|int8[:GROUP][:asym][:stochastic=SEED]), e.g. rs/int4:256 or ar/int8:256:stochastic=1.
 // --hosts makes pretend hosts of the given sizes out of contiguous ranks (CHORUS_HOST_ID per
-// rank, set before the communicator is made); without it the ranks are on this one host.
+// rank, set before the communicator is made); without it the ranks are on this one host, or,
+// under tests/netns/run_job.sh, on the network-namespace hosts CHORUS_NETNS_HOSTS describes
+// (layout "netns-2+1+3" in the rows).
 // Rank 0 prints one CSV line per result, starting with "ROW,"; CHORUS_ALGO picks algorithms.
 //
 //   error   relative L2 error of one call on N(0,1) inputs against the exact (fp64) result,
-//           over every rank's output, and the mean signed error. The count is the reduce-
+//           over every rank's output, the mean signed error, and a digest of every rank's
+//           output bytes (equal digests: bit-identical results, e.g. across transports). The count is the reduce-
 //           scatter's recvcount (input W*N per rank), the all-gather's sendcount and the
 //           all-reduce's count.
 //   trials  T calls on fixed inputs; a stochastic config gets seeds 1..T (nearest rounding is
@@ -110,7 +113,7 @@ struct Job {
   chorusComm_t comm = nullptr;
   int rank = 0, n = 1;
   std::vector<int> hostOf;  // per rank; empty: one host
-  std::string layout;       // "flat" or the --hosts text
+  std::string layout;       // "flat", the --hosts text, or "netns-" and the netns layout
   uint64_t count = 0;
 
   // Sends of one element count in the call's layout.
@@ -147,6 +150,13 @@ struct Job {
   std::vector<double> sum(std::vector<double> v) const {
     ok(chorusAllReduce(v.data(), v.data(), v.size(), chorusFloat64, chorusSum, comm, nullptr),
        "chorusAllReduce", comm);
+    return v;
+  }
+
+  /// Every rank's 64-bit value summed modulo 2^64 (a digest of all ranks' digests).
+  uint64_t sumU64(uint64_t v) const {
+    ok(chorusAllReduce(&v, &v, 1, chorusUint64, chorusSum, comm, nullptr), "chorusAllReduce",
+       comm);
     return v;
   }
 
@@ -204,6 +214,21 @@ struct Job {
   }
 };
 
+// FNV-1a over a rank's output bytes, mixed with the rank, so that the sum over ranks changes
+// when any rank's output does.
+uint64_t outputDigest(const std::vector<float>& out, int rank) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  const auto* p = reinterpret_cast<const unsigned char*>(out.data());
+  for (size_t i = 0; i < out.size() * sizeof(float); ++i) h = (h ^ p[i]) * 0x100000001b3ULL;
+  return mix(h ^ static_cast<uint64_t>(rank));
+}
+
+std::string hex(uint64_t v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
 std::string fmt(double v) {
   char b[64];
   std::snprintf(b, sizeof b, "%.6g", v);
@@ -244,9 +269,10 @@ void errorMode(const Job& job, const std::vector<Item>& items, uint64_t dataSeed
     // The all-gather's and all-reduce's outputs are the same on every rank: count one rank's.
     if (it.coll != Coll::kRs && job.rank != 0) s.assign(4, 0.0);
     s = job.sum(s);
-    // ...,rel_l2,mean_signed_error,elements
+    const uint64_t digest = job.sumU64(outputDigest(out, job.rank));
+    // ...,rel_l2,mean_signed_error,elements,digest of every rank's output bytes
     job.row(job.prefix("error", it, algo) + "," + fmt(std::sqrt(s[0] / s[1])) + "," +
-            fmt(s[2] / s[3]) + "," + fmt(s[3]));
+            fmt(s[2] / s[3]) + "," + fmt(s[3]) + "," + hex(digest));
   }
 }
 
@@ -374,8 +400,13 @@ int main(int argc, char** argv) {
 
   Job job;
   job.count = count;
-  job.layout = hosts.empty() ? "flat" : hosts;  // "2+1+3": no commas in a CSV field
-  std::replace(job.layout.begin(), job.layout.end(), ',', '+');
+  // Real hosts: under tests/netns/run_job.sh every rank sees the layout in CHORUS_NETNS_HOSTS
+  // (contiguous ranks per host, as --hosts describes pretend ones); rows say "netns-2+1+3".
+  const char* netnsHosts = std::getenv("CHORUS_NETNS_HOSTS");
+  const bool netns = hosts.empty() && netnsHosts != nullptr && *netnsHosts != '\0';
+  if (netns) hosts = netnsHosts;
+  job.layout = hosts.empty() ? "flat" : (netns ? "netns-" : "") + hosts;
+  std::replace(job.layout.begin(), job.layout.end(), ',', '+');  // no commas in a CSV field
   const char* rankText = std::getenv("CHORUS_RANK");
   if (!hosts.empty()) {
     if (!rankText) die("--hosts needs CHORUS_RANK (run under chorus-run)");
@@ -388,7 +419,7 @@ int main(int argc, char** argv) {
       job.hostOf.insert(job.hostOf.end(), static_cast<size_t>(size), h);
       pos = comma + 1;
     }
-    if (me < static_cast<int>(job.hostOf.size()))
+    if (!netns && me < static_cast<int>(job.hostOf.size()))
       setenv("CHORUS_HOST_ID", ("quant-probe-host-" + std::to_string(job.hostOf[static_cast<size_t>(me)])).c_str(), 1);
   }
   std::vector<Item> items;

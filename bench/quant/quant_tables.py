@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Markdown tables from the quantized-collective benchmarks (bench/quant/*.sh).
 
-    quant_tables.py errors error.csv trials.csv     (error_table.sh)
+    quant_tables.py errors error.csv trials.csv [--netns netns.csv]   (error_table.sh)
     quant_tables.py bytes bytes.csv                 (bytes_table.sh)
     quant_tables.py speed speed.csv --size 64M --ag-size 64M   (netns_speed.sh)
 
@@ -65,7 +65,7 @@ COMMON = ["kind", "layout", "W", "coll", "quant", "asked", "ran", "count"]
 
 
 def errors(args):
-    rows = read(args.error_csv, COMMON + ["rel", "signed", "elements"])
+    rows = read(args.error_csv, COMMON + ["rel", "signed", "elements", "digest"])
     bad = [r for r in rows if r["ran"] in ("MIXED", "?")]
     for r in rows:
         r["rel"] = float(r["rel"])
@@ -180,11 +180,43 @@ def errors(args):
 
     if args.trials_csv:
         out.append(trials(args.trials_csv))
+    mismatched = []
+    if args.netns:
+        text, mismatched = netns_rows(args.netns, rows)
+        out.append(text)
     if bad:
         out.append("\nRows whose algorithm is unknown or differs between ranks: " +
                    "; ".join(f"{r['layout']} {r['coll']} {r['quant']} {r['asked']}" for r in bad))
     print("\n".join(out))
-    return 1 if bad else 0
+    return 1 if bad or mismatched else 0
+
+
+def netns_rows(path, pretend):
+    """The netns rows (layout "netns-2+2") beside their pretend-host twins: the same results?"""
+    rows = read(path, COMMON + ["rel", "signed", "elements", "digest"])
+    twins = {(r["layout"], r["W"], r["coll"], r["quant"], r["asked"]): r for r in pretend}
+    body, mismatched = [], []
+    for r in rows:
+        layout = r["layout"].removeprefix("netns-")
+        w = int(r["W"])
+        t = twins.get((layout, w, r["coll"], r["quant"], r["asked"]))
+        same = (t is not None and t.get("digest") == r["digest"] and t["ran"] == r["ran"]
+                and t["rel"] == float(r["rel"]))
+        if not same:
+            mismatched.append(r)
+        body.append([layout_name(layout, w), w, r["coll"], r["quant"], short(r["ran"]),
+                     pct(float(r["rel"])), pct(t["rel"]) if t else "—",
+                     "yes" if same else "**NO**"])
+    head = ("\n### Real hosts (network namespaces) against pretend hosts\n\n"
+            "The same jobs on the netns test bed (every host its own network namespace and veth "
+            "link; TCP between hosts, shared memory inside one). \"identical\": the same algorithm "
+            "ran and every rank's output has the same bytes (a digest over all ranks) as on the "
+            "pretend hosts.\n\n")
+    text = head + table(["layout", "W", "collective", "config", "ran", "netns error",
+                         "pretend-host error", "identical"], body)
+    text += (f"\n\n{len(rows) - len(mismatched)} of {len(rows)} netns rows identical to their "
+             "pretend-host twins.")
+    return text, mismatched
 
 
 def trials(path):
@@ -534,6 +566,7 @@ def main():
     e = sub.add_parser("errors")
     e.add_argument("error_csv")
     e.add_argument("trials_csv", nargs="?")
+    e.add_argument("--netns", help="error_table.sh's netns.csv: rows from real hosts")
     b = sub.add_parser("bytes")
     b.add_argument("bytes_csv")
     s = sub.add_parser("speed")
