@@ -26,6 +26,9 @@
 #   BW_ITERS      timed iterations of the bandwidth runs     (default 50)
 #   LAT_ITERS     timed iterations of the latency runs       (default 5000)
 #   RUN_TIMEOUT   seconds one run may take                   (default 300)
+#   BIND          none: neither side is bound to CPUs; core: chorus-run --bind-to core and
+#                 ucx_perftest -c (server on the first allowed CPU, client on the second),
+#                 as mpirun binds two ranks by default              (default none)
 #   OUT           output directory (default bench/compare/results/<date>-<time>-ucx)
 set -euo pipefail
 
@@ -36,6 +39,7 @@ tls_list=${TLS_LIST:-"tcp posix,cma"}
 bw_iters=${BW_ITERS:-50}
 lat_iters=${LAT_ITERS:-5000}
 run_timeout=${RUN_TIMEOUT:-300}
+bind=${BIND:-none}
 out=${OUT:-$here/results/$(date +%Y%m%d-%H%M%S)-ucx}
 run=$build/tools/chorus-run/chorus-run
 perf=$build/tools/chorus-perf/chorus-perf
@@ -43,12 +47,24 @@ perf=$build/tools/chorus-perf/chorus-perf
 fail() { echo "ucx_vs_perftest: $*" >&2; exit 1; }
 [ -x "$run" ] && [ -x "$perf" ] || fail "build chorus-run and chorus-perf in $build first"
 command -v ucx_perftest >/dev/null || fail "ucx_perftest not found (apt-get install ucx-utils)"
+chorus_bind=(--bind-to none)
+server_cpu=() client_cpu=()
+case $bind in
+  none) ;;
+  core)
+    chorus_bind=(--bind-to core)
+    # The CPUs this script may use, in order (chorus-run --bind-to core takes the same ones).
+    mapfile -t cpus < <(python3 -c 'import os; print("\n".join(map(str, sorted(os.sched_getaffinity(0)))))')
+    server_cpu=(-c "${cpus[0]}")
+    client_cpu=(-c "${cpus[$((1 % ${#cpus[@]}))]}") ;;
+  *) fail "BIND must be none or core, not '$bind'" ;;
+esac
 mkdir -p "$out/logs"
 export CHORUS_SOCKET_IFNAME=${CHORUS_SOCKET_IFNAME:-lo}
 {
   echo "date: $(date -u +%FT%TZ)"; echo "host: $(hostname)"; echo "nproc: $(nproc)"
   echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"; echo "ucx: $(ucx_info -v | head -1)"
-  echo "reps: $reps  bw_iters: $bw_iters  lat_iters: $lat_iters  tls: $tls_list"
+  echo "reps: $reps  bw_iters: $bw_iters  lat_iters: $lat_iters  tls: $tls_list  bind: $bind"
 } > "$out/meta.txt"
 : > "$out/raw.csv"
 
@@ -56,7 +72,7 @@ export CHORUS_SOCKET_IFNAME=${CHORUS_SOCKET_IFNAME:-lo}
 chorus_run() {  # tls label coll size iters column [transport]
   local tls=$1 label=$2 coll=$3 size=$4 iters=$5 col=$6 transport=${7:-ucx}
   local log=$out/logs/$label-${tls//,/_}-$rep.log
-  if ! CHORUS_TRANSPORT=$transport UCX_TLS=$tls timeout "$run_timeout" "$run" -n 2 "$perf" \
+  if ! CHORUS_TRANSPORT=$transport UCX_TLS=$tls timeout "$run_timeout" "$run" -n 2 "${chorus_bind[@]}" "$perf" \
       --coll "$coll" -b "$size" -e "$size" -n "$iters" -w $((iters / 10 + 1)) -c 1 \
       >"$log" 2>&1; then
     fail "$label ($tls) failed: see $log"
@@ -76,13 +92,13 @@ perftest_run() {  # tls label test size iters
   local log=$out/logs/$label-${tls//,/_}-$rep.log
   local port=$((20000 + RANDOM % 20000))
   UCX_TLS=$tls timeout "$run_timeout" ucx_perftest -t "$test" -s "$size" -n "$iters" \
-    -p "$port" >"$log.server" 2>&1 &
+    -p "$port" "${server_cpu[@]}" >"$log.server" 2>&1 &
   local server=$!
   local ok=0
   for _ in $(seq 50); do
     sleep 0.2
     if UCX_TLS=$tls timeout "$run_timeout" ucx_perftest 127.0.0.1 -t "$test" -s "$size" \
-        -n "$iters" -p "$port" >"$log" 2>&1; then ok=1; break; fi
+        -n "$iters" -p "$port" "${client_cpu[@]}" >"$log" 2>&1; then ok=1; break; fi
     grep -q "Final:" "$log" && { ok=1; break; }
   done
   wait "$server" || true
