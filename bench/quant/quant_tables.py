@@ -204,7 +204,8 @@ def netns_rows(path, pretend):
                 and t["rel"] == float(r["rel"]))
         if not same:
             mismatched.append(r)
-        body.append([layout_name(layout, w), w, r["coll"], r["quant"], short(r["ran"]),
+        body.append([layout_name(layout, w), w, r["coll"], r["quant"], short(r["asked"]),
+                     short(r["ran"]),
                      pct(float(r["rel"])), pct(t["rel"]) if t else "—",
                      "yes" if same else "**NO**"])
     head = ("\n### Real hosts (network namespaces) against pretend hosts\n\n"
@@ -212,7 +213,7 @@ def netns_rows(path, pretend):
             "link; TCP between hosts, shared memory inside one). \"identical\": the same algorithm "
             "ran and every rank's output has the same bytes (a digest over all ranks) as on the "
             "pretend hosts.\n\n")
-    text = head + table(["layout", "W", "collective", "config", "ran", "netns error",
+    text = head + table(["layout", "W", "collective", "config", "asked", "ran", "netns error",
                          "pretend-host error", "identical"], body)
     text += (f"\n\n{len(rows) - len(mismatched)} of {len(rows)} netns rows identical to their "
              "pretend-host twins.")
