@@ -92,9 +92,72 @@ struct Avx512Ops {
     }
   }
 
+  // Sixteen elements of which the first n (< 16) are read, the other lanes 0: a masked load,
+  // which touches nothing past them.
+  template <class T>
+  CHORUS_TARGET_AVX512 static __m512 load16Partial(const Bytes* p, size_t n) {
+    const auto mask = __mmask16((1u << n) - 1);
+    if constexpr (std::is_same_v<T, float>) {
+      return _mm512_maskz_loadu_ps(mask, p);
+    } else {
+      const __m256i h = _mm256_maskz_loadu_epi16(mask, p);
+      if constexpr (std::is_same_v<T, Float16>) {
+        return _mm512_cvtph_ps(h);
+      } else {
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+      }
+    }
+  }
+
+  CHORUS_TARGET_AVX512 static void includeBits(__m512i& pos, __m512i& neg, __m512 x) {
+    pos = _mm512_max_epi32(pos, _mm512_castps_si512(x));
+    neg = _mm512_max_epu32(neg, _mm512_castps_si512(x));
+  }
+
+  // The symmetric range of a group and whether all of it is finite (GroupRange), in two integer
+  // maxima per sixteen elements on the floats' bits, as many instructions as the AND and maxps
+  // of an absolute maximum that ignores NaN (extentSkippingNan) but seeing NaN and infinity:
+  // non-negative floats order like their bits as signed integers, so vpmaxsd keeps the largest
+  // positive element; negative floats lie above every positive one as unsigned integers and
+  // order by magnitude among themselves, so vpmaxud keeps the bits of the negative element of
+  // largest magnitude (or, with none, of the largest positive one). The larger of the two
+  // magnitudes is the absolute maximum, above the infinity's bits only if some element is a NaN:
+  // such a group (rare) is measured again by extentSkippingNan, which ignores the NaN.
+  template <class M, class T>
+  CHORUS_TARGET_AVX512 static void extent(const Bytes* src, size_t n, GroupRange& e) {
+    if constexpr (M::kAsymmetric) {
+      extentSkippingNan<M, T>(src, n, e);
+      e.finite = false;
+    } else {
+      const __m512i start = _mm512_set1_epi32(int(detail::floatBits(e.absmax)));
+      __m512i pos0 = start, pos1 = start, neg0 = _mm512_setzero_si512(), neg1 = neg0;
+      size_t i = 0;
+      for (; i + 32 <= n; i += 32) {
+        __m512 x0, x1;
+        load32<T>(src + i * sizeof(T), x0, x1);
+        includeBits(pos0, neg0, x0);
+        includeBits(pos1, neg1, x1);
+      }
+      for (; i + 16 <= n; i += 16) includeBits(pos0, neg0, load16<T>(src + i * sizeof(T)));
+      if (i < n) includeBits(pos1, neg1, load16Partial<T>(src + i * sizeof(T), n - i));
+      const __m512i absMask = _mm512_set1_epi32(int(detail::kF32AbsMask));
+      const __m512i m = _mm512_max_epu32(
+          _mm512_max_epi32(pos0, pos1),
+          _mm512_and_si512(_mm512_max_epu32(neg0, neg1), absMask));
+      const uint32_t bits = uint32_t(_mm512_reduce_max_epu32(m));
+      if (bits > detail::kF32Inf) {  // a NaN
+        extentSkippingNan<M, T>(src, n, e);
+        e.finite = false;
+        return;
+      }
+      e.absmax = detail::bitsFloat(bits);
+      e.finite = e.finite && bits < detail::kF32Inf;
+    }
+  }
+
   // As Avx2Ops::extent: four accumulators, lanes without NaN, so the order does not matter.
   template <class M, class T>
-  CHORUS_TARGET_AVX512 static void extent(const Bytes* src, size_t n, quant::Extent& e) {
+  CHORUS_TARGET_AVX512 static void extentSkippingNan(const Bytes* src, size_t n, GroupRange& e) {
     size_t i = 0;
     if constexpr (M::kAsymmetric) {
       __m512 lo0 = _mm512_set1_ps(e.lo), lo1 = lo0, lo2 = lo0, lo3 = lo0;
@@ -169,17 +232,24 @@ struct Avx512Ops {
   // Avx2Ops::encode8 on sixteen elements, u: quant::uniform of each (stochastic rounding).
   // floor, clamp and truncate are one conversion rounding down and an integer minimum here:
   // v + u is finite and small (v is clamped below and NaN-free), so the code is the same.
-  template <class M>
+  // kFinite (symmetric only; GroupRange::finite): every element of the group is finite, so
+  // x * inv lies within [-high, high] up to one rounding of the reciprocal and one of the
+  // product (|v| <= high * (1 + 2^-24)^2, less than high + 2^-17 for both bit widths), and the
+  // clamps that only NaN needs go: rounding to nearest gives -high from anything that close to
+  // it; floor(v + u) is at least -high because u >= 2^-17 exceeds v's overshoot; and floor(v + u)
+  // stays below high + 1 for 4 bits (v + u < 8, exact where it lies). For 8 bits it can reach
+  // 128 by rounding, which store32's saturating narrowing turns into 127.
+  template <class M, bool kFinite>
   CHORUS_TARGET_AVX512 static __m512i encode16(__m512 x, const EncodeConsts& k, __m512 u) {
     __m512 v = M::kAsymmetric ? _mm512_mul_ps(_mm512_sub_ps(x, k.offset), k.inv)
                               : _mm512_mul_ps(x, k.inv);
-    v = _mm512_max_ps(v, k.low);
+    if constexpr (!kFinite) v = _mm512_max_ps(v, k.low);
     if constexpr (!M::kStochastic) {
       return _mm512_cvtps_epi32(v);
     } else {
       const __m512i q = _mm512_cvt_roundps_epi32(_mm512_add_ps(v, u),
                                                  _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-      return _mm512_min_epi32(q, k.highCode);
+      return kFinite ? q : _mm512_min_epi32(q, k.highCode);
     }
   }
 
@@ -190,23 +260,54 @@ struct Avx512Ops {
     return _mm512_sub_ps(_mm512_castsi512_ps(onePlusU), _mm512_set1_ps(1.0f));
   }
 
+  // 2^e u for the 16 random bits r that sit at bits 7-22 of `bits` (whatever the others):
+  // the float 2^e (1 + u) is built by one vpternlog ((bits & mask) | exponent and the trailing
+  // 1) and 2^e subtracted, exactly. e = 0 gives uniformOf's u; 2^e u is exact too.
+  template <int kExp>
+  CHORUS_TARGET_AVX512 static __m512 scaledUniform(__m512i bits) {
+    const __m512i mask = _mm512_set1_epi32(0x7fff80);
+    const __m512i onePlus = _mm512_set1_epi32(int(0x3f800040u + (uint32_t(kExp) << 23)));
+    const __m512i w = _mm512_ternarylogic_epi32(bits, mask, onePlus, 0xea);  // (a & b) | c
+    return _mm512_sub_ps(_mm512_castsi512_ps(w), _mm512_set1_ps(float(1 << kExp)));
+  }
+
+  // Elements 0, 2, ..., 30 (even) and 1, 3, ..., 31 (odd) of the 32 at p (float32, bfloat16).
+  template <class T>
+  CHORUS_TARGET_AVX512 static void load32EvenOdd(const Bytes* p, __m512& even, __m512& odd) {
+    if constexpr (std::is_same_v<T, Bfloat16>) {
+      load32<T>(p, even, odd);
+    } else {
+      static_assert(std::is_same_v<T, float>);
+      const __m512 a = _mm512_loadu_ps(p), b = _mm512_loadu_ps(p + 64);
+      const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
+                                              28, 30);
+      even = _mm512_permutex2var_ps(a, evens, b);
+      odd = _mm512_permutex2var_ps(a, _mm512_add_epi32(evens, _mm512_set1_epi32(1)), b);
+    }
+  }
+
   // The codes of 32 elements (a, b as load32 gives them) stored at codes: 32 bytes (8 bits) or
-  // 16 (4 bits). The codes are in range, so narrowing by truncation keeps them.
-  template <class M, class T>
+  // 16 (4 bits). The codes are in range, so narrowing by truncation keeps them; kFinite 8-bit
+  // codes may be high + 1 (encode16), and symmetric 8-bit high is 127, so those narrow with
+  // signed saturation.
+  template <class M, class T, bool kFinite>
   CHORUS_TARGET_AVX512 static void store32(Bytes* codes, __m512i a, __m512i b) {
     if constexpr (std::is_same_v<T, Bfloat16>) {
       // a even, b odd elements: one 32-bit lane per pair, already in order.
       if constexpr (M::kBits == 8) {
         const __m512i w = _mm512_or_si512(_mm512_and_si512(a, _mm512_set1_epi32(0xffff)),
                                           _mm512_slli_epi32(b, 16));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes), _mm512_cvtepi16_epi8(w));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes),
+                            kFinite ? _mm512_cvtsepi16_epi8(w) : _mm512_cvtepi16_epi8(w));
       } else {
         _mm_storeu_si128(reinterpret_cast<__m128i*>(codes),
                          _mm512_cvtepi32_epi8(nibbleByte(a, _mm512_slli_epi32(b, 4))));
       }
     } else if constexpr (M::kBits == 8) {
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(codes), _mm512_cvtepi32_epi8(a));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + 16), _mm512_cvtepi32_epi8(b));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(codes),
+                       kFinite ? _mm512_cvtsepi32_epi8(a) : _mm512_cvtepi32_epi8(a));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + 16),
+                       kFinite ? _mm512_cvtsepi32_epi8(b) : _mm512_cvtepi32_epi8(b));
     } else {
       _mm_storeu_si128(reinterpret_cast<__m128i*>(codes),
                        _mm_unpacklo_epi64(nibblePairs(a), nibblePairs(b)));
@@ -215,7 +316,61 @@ struct Avx512Ops {
 
   template <class M, class T>
   CHORUS_TARGET_AVX512 static void encode(const Bytes* src, size_t n, GroupParams p,
-                                          uint64_t seed, Bytes* codes, uint64_t index) {
+                                          uint64_t seed, Bytes* codes, uint64_t index,
+                                          bool finite = false) {
+    if (!M::kAsymmetric && finite) {
+      encodeLoops<M, T, true>(src, n, p, seed, codes, index);
+    } else {
+      encodeLoops<M, T, false>(src, n, p, seed, codes, index);
+    }
+  }
+
+  // Stochastic rounding to 4 bits of a finite group (encode16's kFinite) from float32 or
+  // bfloat16, 32 elements from i (even) while i + 32 <= n; returns where it stopped. The
+  // elements are taken as evens and odds (a permute each for float32; bfloat16 comes that way),
+  // which matches the generator: pair k's hash (lane k of h) has element 2k's random bits in
+  // its low half and 2k + 1's in its high half, each placed by one shift. An odd element's code
+  // is wanted in bits 4-7 of its byte, so it is computed 16 times larger: with w = 16 v (exact:
+  // inv16 = 16 inv, and scaling by 16 commutes with rounding in the normal range; where v is
+  // subnormal both v + u and w + 16 u round to u and 16 u) and 16 u (exact), floor(w + 16 u) =
+  // 16 floor(v + u) + d with 0 <= d < 16, whose bits 4-7 are the code's nibble. One vpternlog
+  // then takes bits 0-3 of the even code and 4-7 of the odd one, with no shift of either.
+  // The caller checks that inv16 is finite.
+  template <class M, class T>
+  CHORUS_TARGET_AVX512 static size_t encodeStochastic4(const Bytes* src, size_t i, size_t n,
+                                                       GroupParams p, quant::RandomKeys keys,
+                                                       uint32_t pair0, Bytes* codes) {
+    const __m512 inv = _mm512_set1_ps(p.inv), inv16 = _mm512_set1_ps(p.inv * 16.0f);
+    const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i mult = _mm512_set1_epi32(int(keys.mult));
+    // The affine map of the 16 pairs of the next 32 elements: stepped by 16 mult, wrapping as
+    // the scalar uint32_t arithmetic does.
+    __m512i counter = _mm512_add_epi32(
+        _mm512_set1_epi32(int((pair0 + uint32_t(i / 2)) * keys.mult + keys.add)),
+        _mm512_mullo_epi32(lanes, mult));
+    const __m512i step = _mm512_set1_epi32(int(16 * keys.mult));
+    const __m512i high4 = _mm512_set1_epi32(0xf0);
+    for (; i + 32 <= n; i += 32) {
+      __m512 even, odd;
+      load32EvenOdd<T>(src + i * sizeof(T), even, odd);
+      const __m512i h = mix32(counter);
+      counter = _mm512_add_epi32(counter, step);
+      const __m512 uEven = scaledUniform<0>(_mm512_slli_epi32(h, 7));
+      const __m512 uOdd16 = scaledUniform<4>(_mm512_srli_epi32(h, 9));
+      const __m512i qEven = _mm512_cvt_roundps_epi32(
+          _mm512_add_ps(_mm512_mul_ps(even, inv), uEven), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+      const __m512i qOdd16 = _mm512_cvt_roundps_epi32(
+          _mm512_add_ps(_mm512_mul_ps(odd, inv16), uOdd16),
+          _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + i / 2),
+                       _mm512_cvtepi32_epi8(_mm512_ternarylogic_epi32(qEven, qOdd16, high4, 0xd8)));
+    }
+    return i;
+  }
+
+  template <class M, class T, bool kFinite>
+  CHORUS_TARGET_AVX512 static void encodeLoops(const Bytes* src, size_t n, GroupParams p,
+                                               uint64_t seed, Bytes* codes, uint64_t index) {
     size_t i = 0;
     if constexpr (M::kStochastic) {
       if (!vectorStochastic<M, T>(src, n, p, seed, codes, index, i)) return;
@@ -231,6 +386,11 @@ struct Avx512Ops {
     }
     // The pair index of element i (even) is pair0 + i / 2.
     const auto pair0 = uint32_t((index + i) >> 1) - uint32_t(i / 2);
+    if constexpr (kFinite && M::kStochastic && M::kBits == 4 &&
+                  (std::is_same_v<T, float> || std::is_same_v<T, Bfloat16>)) {
+      // 16 inv overflows only for scales below 2^-122 (absmax under ~2^-119).
+      if (p.inv < 0x1p123f) i = encodeStochastic4<M, T>(src, i, n, p, keys, pair0, codes);
+    }
     for (; i + 32 <= n; i += 32) {
       __m512 a, b;
       load32<T>(src + i * sizeof(T), a, b);
@@ -250,7 +410,8 @@ struct Avx512Ops {
               _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h, 1)), 7));
         }
       }
-      store32<M, T>(codes + M::payload(i), encode16<M>(a, k, uA), encode16<M>(b, k, uB));
+      store32<M, T, kFinite>(codes + M::payload(i), encode16<M, kFinite>(a, k, uA),
+                             encode16<M, kFinite>(b, k, uB));
     }
     ScalarOps::encode<M, T>(src + i * sizeof(T), n - i, p, seed, codes + M::payload(i), index + i);
   }
