@@ -5,6 +5,9 @@
 #if CHORUS_QUANT_X86
 #include <immintrin.h>
 
+#include <cmath>
+#include <vector>
+
 namespace chorus::kernels::quant_cpu {
 namespace {
 
@@ -358,7 +361,8 @@ struct Avx512Ops {
       const __m512 uEven = scaledUniform<0>(_mm512_slli_epi32(h, 7));
       const __m512 uOdd16 = scaledUniform<4>(_mm512_srli_epi32(h, 9));
       const __m512i qEven = _mm512_cvt_roundps_epi32(
-          _mm512_add_ps(_mm512_mul_ps(even, inv), uEven), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+          _mm512_add_ps(_mm512_mul_ps(even, inv), uEven),
+          _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
       const __m512i qOdd16 = _mm512_cvt_roundps_epi32(
           _mm512_add_ps(_mm512_mul_ps(odd, inv16), uOdd16),
           _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
@@ -525,6 +529,89 @@ struct Avx512Ops {
     ScalarOps::decode<M, Out, kAccumulate>(out + j * sizeof(Out), kAccumulate ? acc + j : nullptr,
                                            rest, p, k, n - j);
   }
+
+  // ---- dequantizeReduceQuantize, symmetric 4 bits, round to nearest, group size 256 ----------
+  //
+  // The generic driver sums a group into an L1 block (per source a widening load, a shift, two
+  // vpermps lookups and the adds, then two vpermt2ps to put even and odd elements back in
+  // order and the stores), takes its range in a second pass over the block and encodes it in a
+  // third. Here a group's 256 sums stay in 16 registers from the first source to the encoding,
+  // in "stride-8" order: the 64 code bytes of 128 elements, read as 16 dwords, hold elements
+  // 8j .. 8j + 7 in dword j, element 8j + r at bits 4r .. 4r + 3 (quantize.h's nibble order),
+  // so vector r of the block is elements 8j + r (j = 0 .. 15). vpermps reads only the low 4
+  // bits of an index, so vector r's values are one shift (by 4r) and one lookup of the plain
+  // 64-byte load; no widening. The codes go back the same way: the code of vector r, shifted up
+  // 4r bits, is merged in by one vpternlog each, and the 128 elements leave in one 64-byte
+  // store. The sums are the same additions in the same order, so the bits equal the scalar
+  // path's.
+
+  // Adds (kFirst: sets) the values of one source's 256 codes to sum, in stride-8 order.
+  template <bool kFirst>
+  CHORUS_TARGET_AVX512 static void addSource256(__m512* sum, const Bytes* record) {
+    float scale;
+    std::memcpy(&scale, record, 4);
+    const __m512i codes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2,
+                                            -1);
+    // valueTable: lane c is the value of the code whose nibble is c.
+    const __m512 table = _mm512_mul_ps(_mm512_cvtepi32_ps(codes), _mm512_set1_ps(scale));
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m512i y = _mm512_loadu_si512(record + 4 + 64 * h);
+#pragma GCC unroll 8
+      for (int r = 0; r < 8; ++r) {
+        const __m512 v = _mm512_permutexvar_ps(_mm512_srli_epi32(y, unsigned(4 * r)), table);
+        sum[8 * h + r] = kFirst ? v : _mm512_add_ps(sum[8 * h + r], v);
+      }
+    }
+  }
+
+  // Whether requantize256 can take the group whose records start at byte `offset` of every
+  // source: its sums are then known finite without looking, so the range needs no NaN check
+  // and the encoder no clamp (encode16's kFinite argument). |value| <= 8 |scale| per source and
+  // rounding adds at most 2^-23 per sum, so scales up to 2^124 / nsrcs keep every sum below
+  // 2^127. Other groups (an infinite or NaN scale, say) go to the generic driver.
+  CHORUS_TARGET_AVX512 static bool fitsRequantize256(const void* const* srcs, size_t nsrcs,
+                                                     size_t offset) {
+    const float limit = 0x1p124f / float(nsrcs);
+    for (size_t s = 0; s < nsrcs; ++s) {
+      float scale;
+      std::memcpy(&scale, static_cast<const Bytes*>(srcs[s]) + offset, 4);
+      if (!(std::fabs(scale) <= limit)) return false;
+    }
+    return true;
+  }
+
+  // The 256 sums of that group, in stride-8 order, and their absolute maximum.
+  CHORUS_TARGET_AVX512 static float sum256(__m512* sum, const void* const* srcs, size_t nsrcs,
+                                           size_t offset) {
+    addSource256<true>(sum, static_cast<const Bytes*>(srcs[0]) + offset);
+    for (size_t s = 1; s < nsrcs; ++s) {
+      addSource256<false>(sum, static_cast<const Bytes*>(srcs[s]) + offset);
+    }
+    // One vrangeps per vector (imm 0xb: the larger magnitude, sign cleared); the sums are
+    // finite (fitsRequantize256), so its handling of NaN does not matter.
+    __m512 m[8];
+#pragma GCC unroll 8
+    for (int v = 0; v < 8; ++v) m[v] = _mm512_range_ps(sum[2 * v], sum[2 * v + 1], 0xb);
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) m[v] = _mm512_range_ps(m[v], m[v + 4], 0xb);
+    const __m512 all = _mm512_range_ps(_mm512_range_ps(m[0], m[2], 0xb),
+                                       _mm512_range_ps(m[1], m[3], 0xb), 0xb);
+    return _mm512_reduce_max_ps(all);
+  }
+
+  // The 128 codes (64 bytes) of the finite sums sum[0..8) in stride-8 order, rounded to nearest
+  // without a clamp (encode16's kFinite), stored at codes.
+  CHORUS_TARGET_AVX512 static void encode128(Bytes* codes, const float* sum, __m512 inv) {
+    __m512i w = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(sum), inv));
+#pragma GCC unroll 7
+    for (int r = 1; r < 8; ++r) {
+      const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(sum + 16 * r), inv));
+      w = _mm512_ternarylogic_epi32(w, _mm512_slli_epi32(q, unsigned(4 * r)),
+                                    _mm512_set1_epi32(int(0xfu << (4 * r))), 0xd8);
+    }
+    _mm512_storeu_si512(codes, w);
+  }
 };
 
 struct Avx512Kernels {
@@ -551,7 +638,64 @@ struct Avx512Kernels {
                                                                size_t k, size_t n,
                                                                const QuantConfig& c,
                                                                uint64_t first) {
+    if constexpr (M::kBits == 4 && !M::kAsymmetric && !M::kStochastic) {
+      if (c.groupSize == 256) {
+        requantize256Groups<M>(d, s, k, n, c, first);
+        return;
+      }
+    }
     dequantizeReduceQuantizeGroups<Avx512Ops, M>(d, s, k, n, c, first);
+  }
+
+  // Avx512Ops' 256-element groups, software-pipelined: group g is summed in registers while
+  // group g - 1, whose sums wait in an L1 block, is encoded, and g's range and scale are then
+  // taken, to be used one group later. Encoding a group straight from its registers had to wait
+  // for the horizontal maximum and the two divisions after its last add (about 80 cycles of
+  // latency per group): 30% of the time. The generic driver takes the other groups (a short last
+  // group, or sources fitsRequantize256 declines), one at a time, with the sources' pointers
+  // moved to that group's records.
+  template <class M>
+  CHORUS_TARGET_AVX512 static void requantize256Groups(Bytes* d, const void* const* s, size_t k,
+                                                       size_t n, const QuantConfig& c,
+                                                       uint64_t first) {
+    constexpr size_t kGroup = 256;
+    const size_t record = M::record(kGroup);
+    auto generic = [&](size_t g, size_t start) {
+      const void* few[16];
+      std::vector<const void*> many(k > 16 ? k : 0);
+      const void** moved = k > 16 ? many.data() : few;
+      for (size_t i = 0; i < k; ++i) moved[i] = static_cast<const Bytes*>(s[i]) + g * record;
+      dequantizeReduceQuantizeGroups<Avx512Ops, M>(d + g * record, moved, k,
+                                                   std::min(kGroup, n - start), c, first + start);
+    };
+    alignas(64) float block[kGroup];
+    Bytes* pending = nullptr;  // the codes of the group whose sums are in block
+    __m512 pendingInv = _mm512_setzero_ps();
+    auto encodePending = [&] {
+      Avx512Ops::encode128(pending, block, pendingInv);
+      Avx512Ops::encode128(pending + 64, block + 128, pendingInv);
+      pending = nullptr;
+    };
+    size_t g = 0, start = 0;
+    for (; start + kGroup <= n; start += kGroup, ++g) {
+      Bytes* out = d + g * record;
+      if (!Avx512Ops::fitsRequantize256(s, k, g * record)) {
+        if (pending != nullptr) encodePending();
+        generic(g, start);
+        continue;
+      }
+      __m512 sum[16];
+      const float absmax = Avx512Ops::sum256(sum, s, k, g * record);
+      if (pending != nullptr) encodePending();
+      const GroupParams p = quant::symmetricParams(absmax, M::kHigh);
+      quant::storeHeader(out, false, p);
+#pragma GCC unroll 16
+      for (int v = 0; v < 16; ++v) _mm512_store_ps(block + 16 * v, sum[v]);
+      pending = out + M::kHeader;
+      pendingInv = _mm512_set1_ps(p.inv);
+    }
+    if (pending != nullptr) encodePending();
+    if (start < n) generic(g, start);
   }
 };
 
