@@ -112,42 +112,35 @@ struct Avx512Ops {
     }
   }
 
-  CHORUS_TARGET_AVX512 static void includeBits(__m512i& pos, __m512i& neg, __m512 x) {
-    pos = _mm512_max_epi32(pos, _mm512_castps_si512(x));
-    neg = _mm512_max_epu32(neg, _mm512_castps_si512(x));
+  CHORUS_TARGET_AVX512 static __m512i absBits(__m512 x) {
+    return _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(int(detail::kF32AbsMask)));
   }
 
-  // The symmetric range of a group and whether all of it is finite (GroupRange), in two integer
-  // maxima per sixteen elements on the floats' bits, as many instructions as the AND and maxps
-  // of an absolute maximum that ignores NaN (extentSkippingNan) but seeing NaN and infinity:
-  // non-negative floats order like their bits as signed integers, so vpmaxsd keeps the largest
-  // positive element; negative floats lie above every positive one as unsigned integers and
-  // order by magnitude among themselves, so vpmaxud keeps the bits of the negative element of
-  // largest magnitude (or, with none, of the largest positive one). The larger of the two
-  // magnitudes is the absolute maximum, above the infinity's bits only if some element is a NaN:
-  // such a group (rare) is measured again by extentSkippingNan, which ignores the NaN.
+  // The symmetric range of a group and whether all of it is finite (GroupRange): the absolute
+  // maximum taken on the floats' bits, an AND and an unsigned integer maximum per sixteen
+  // elements, as many instructions as the AND and maxps of extentSkippingNan. Non-negative
+  // floats order like their bits, and NaN's bits lie above infinity's, so the result shows
+  // whether the group has a NaN (then, rarely, it is measured again by extentSkippingNan, which
+  // ignores the NaN as quant::Extent does) or an infinity.
   template <class M, class T>
   CHORUS_TARGET_AVX512 static void extent(const Bytes* src, size_t n, GroupRange& e) {
     if constexpr (M::kAsymmetric) {
       extentSkippingNan<M, T>(src, n, e);
       e.finite = false;
     } else {
-      const __m512i start = _mm512_set1_epi32(int(detail::floatBits(e.absmax)));
-      __m512i pos0 = start, pos1 = start, neg0 = _mm512_setzero_si512(), neg1 = neg0;
+      __m512i m0 = _mm512_set1_epi32(int(detail::floatBits(e.absmax))), m1 = m0;
       size_t i = 0;
       for (; i + 32 <= n; i += 32) {
         __m512 x0, x1;
         load32<T>(src + i * sizeof(T), x0, x1);
-        includeBits(pos0, neg0, x0);
-        includeBits(pos1, neg1, x1);
+        m0 = _mm512_max_epu32(m0, absBits(x0));
+        m1 = _mm512_max_epu32(m1, absBits(x1));
       }
-      for (; i + 16 <= n; i += 16) includeBits(pos0, neg0, load16<T>(src + i * sizeof(T)));
-      if (i < n) includeBits(pos1, neg1, load16Partial<T>(src + i * sizeof(T), n - i));
-      const __m512i absMask = _mm512_set1_epi32(int(detail::kF32AbsMask));
-      const __m512i m = _mm512_max_epu32(
-          _mm512_max_epi32(pos0, pos1),
-          _mm512_and_si512(_mm512_max_epu32(neg0, neg1), absMask));
-      const uint32_t bits = uint32_t(_mm512_reduce_max_epu32(m));
+      for (; i + 16 <= n; i += 16) {
+        m0 = _mm512_max_epu32(m0, absBits(load16<T>(src + i * sizeof(T))));
+      }
+      if (i < n) m1 = _mm512_max_epu32(m1, absBits(load16Partial<T>(src + i * sizeof(T), n - i)));
+      const uint32_t bits = uint32_t(_mm512_reduce_max_epu32(_mm512_max_epu32(m0, m1)));
       if (bits > detail::kF32Inf) {  // a NaN
         extentSkippingNan<M, T>(src, n, e);
         e.finite = false;
