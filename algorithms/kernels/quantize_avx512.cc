@@ -229,12 +229,13 @@ struct Avx512Ops {
   // floor, clamp and truncate are one conversion rounding down and an integer minimum here:
   // v + u is finite and small (v is clamped below and NaN-free), so the code is the same.
   // kFinite (symmetric only; GroupRange::finite): every element of the group is finite, so
-  // x * inv lies within [-high, high] up to one rounding of the reciprocal and one of the
-  // product (|v| <= high * (1 + 2^-24)^2, less than high + 2^-17 for both bit widths), and the
-  // clamps that only NaN needs go: rounding to nearest gives -high from anything that close to
-  // it; floor(v + u) is at least -high because u >= 2^-17 exceeds v's overshoot; and floor(v + u)
-  // stays below high + 1 for 4 bits (v + u < 8, exact where it lies). For 8 bits it can reach
-  // 128 by rounding, which store32's saturating narrowing turns into 127.
+  // |x * inv| <= high * (1 + 2^-24) before the product is rounded (|x| <= absmax, and the
+  // reciprocal is rounded once), and |v| exceeds high by at most one step of the float grid
+  // there (2^-21 at 7, 2^-17 at 127). The clamps that only NaN needs go: rounding to nearest
+  // gives -high from anything that close to it; floor(v + u) is at least -high because
+  // u >= 2^-17 and v + u is exact on that grid; and for 4 bits v + u < 8 (exact there), so
+  // floor(v + u) <= 7. For 8 bits it can reach 128, which store32's saturating narrowing turns
+  // into 127.
   template <class M, bool kFinite>
   CHORUS_TARGET_AVX512 static __m512i encode16(__m512 x, const EncodeConsts& k, __m512 u) {
     __m512 v = M::kAsymmetric ? _mm512_mul_ps(_mm512_sub_ps(x, k.offset), k.inv)
