@@ -551,9 +551,18 @@ struct Avx512Ops {
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
       const __m512i y = _mm512_loadu_si512(record + 4 + 64 * h);
+      const __m512i yHigh = _mm512_srli_epi32(y, 16);
 #pragma GCC unroll 8
       for (int r = 0; r < 8; ++r) {
-        const __m512 v = _mm512_permutexvar_ps(_mm512_srli_epi32(y, unsigned(4 * r)), table);
+        // Nibble r of each dword into bits 0-3: the 16-bit half that holds it (y's low half, or
+        // yHigh's for r >= 4) shifted down by 4 (r % 4) bits, as the high half of a 16-bit
+        // product with 2^(16 - 4 (r % 4)). vpmulhuw instead of a shift because on this CPU
+        // (Zen 5) the shifts compete with the float adds for the same pipes and the multiply
+        // does not: the decode's shift, lookup and add ran 20% faster so (a throughput loop).
+        const __m512i half = r < 4 ? y : yHigh;
+        const __m512i scale = _mm512_set1_epi16(short(1 << (16 - 4 * (r % 4))));
+        const __m512i index = r % 4 == 0 ? half : _mm512_mulhi_epu16(half, scale);
+        const __m512 v = _mm512_permutexvar_ps(index, table);
         sum[8 * h + r] = kFirst ? v : _mm512_add_ps(sum[8 * h + r], v);
       }
     }
@@ -601,7 +610,8 @@ struct Avx512Ops {
 #pragma GCC unroll 7
     for (int r = 1; r < 8; ++r) {
       const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(sum + 16 * r), inv));
-      w = _mm512_ternarylogic_epi32(w, _mm512_slli_epi32(q, unsigned(4 * r)),
+      // q << 4r as a multiply, for the reason addSource256 gives.
+      w = _mm512_ternarylogic_epi32(w, _mm512_mullo_epi32(q, _mm512_set1_epi32(1 << (4 * r))),
                                     _mm512_set1_epi32(int(0xfu << (4 * r))), 0xd8);
     }
     _mm512_storeu_si512(codes, w);
