@@ -545,11 +545,11 @@ struct Avx512Ops {
   // in "stride-8" order: the 64 code bytes of 128 elements, read as 16 dwords, hold elements
   // 8j .. 8j + 7 in dword j, element 8j + r at bits 4r .. 4r + 3 (quantize.h's nibble order),
   // so vector r of the block is elements 8j + r (j = 0 .. 15). vpermps reads only the low 4
-  // bits of an index, so vector r's values are one shift (by 4r) and one lookup of the plain
-  // 64-byte load; no widening. The codes go back the same way: the code of vector r, shifted up
-  // 4r bits, is merged in by one vpternlog each, and the 128 elements leave in one 64-byte
-  // store. The sums are the same additions in the same order, so the bits equal the scalar
-  // path's.
+  // bits of an index, so vector r's values are one shift down by 4r (done as a multiply, see
+  // addSource256) and one lookup of the plain 64-byte load; no widening. The codes go back the
+  // same way: the code of vector r, shifted up 4r bits (a multiply too), is merged in by one
+  // vpternlog each, and the 128 elements leave in one 64-byte store. The sums are the same
+  // additions in the same order, so the bits equal the scalar path's.
 
   // Adds (kFirst: sets) the values of one source's 256 codes to sum, in stride-8 order.
   template <bool kFirst>

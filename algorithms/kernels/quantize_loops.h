@@ -98,9 +98,10 @@ inline GroupParams paramsOf(const quant::Extent& e) {
 
 // A group's range as the drivers carry it between the Ops' extent and encode. `finite`: every
 // element seen was finite (no NaN, no infinity). Only Avx512Ops' symmetric extent establishes
-// it (its vrangeps loop sees a NaN for free); every other extent clears it, meaning "not
-// known". Starts true so that a group measured in several pieces keeps it only if every piece
-// did. Avx512Ops' encoders drop the clamps that only NaN and infinite inputs need when it is set.
+// it (its maximum of the bits sees NaN and infinity for free); every other extent clears it,
+// meaning "not known". Starts true so that a group measured in several pieces keeps it only if
+// every piece did. Avx512Ops' encoders drop the clamps that only NaN and infinite inputs need
+// when it is set.
 struct GroupRange : quant::Extent {
   bool finite = true;
 };
