@@ -104,7 +104,7 @@ struct Avx2Ops {
   // (written out: an array indexed by the iteration ends up in memory). The order of the
   // elements does not matter here, so load16's bfloat16 split serves as is.
   template <class M, class T>
-  CHORUS_TARGET_AVX2 static void extent(const Bytes* src, size_t n, quant::Extent& e) {
+  CHORUS_TARGET_AVX2 static void extent(const Bytes* src, size_t n, GroupRange& e) {
     size_t i = 0;
     if constexpr (M::kAsymmetric) {
       __m256 lo0 = _mm256_set1_ps(e.lo), lo1 = lo0, lo2 = lo0, lo3 = lo0;
@@ -248,7 +248,8 @@ struct Avx2Ops {
 
   template <class M, class T>
   CHORUS_TARGET_AVX2 static void encode(const Bytes* src, size_t n, GroupParams p, uint64_t seed,
-                                        Bytes* codes, uint64_t index) {
+                                        Bytes* codes, uint64_t index, bool finite = false) {
+    (void)finite;  // GroupRange::finite: this loop keeps every clamp
     size_t i = 0;
     if constexpr (M::kStochastic) {
       if (!vectorStochastic<M, T>(src, n, p, seed, codes, index, i)) return;

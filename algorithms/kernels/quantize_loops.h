@@ -96,6 +96,16 @@ inline GroupParams paramsOf(const quant::Extent& e) {
   return quant::paramsOf(e, M::kBits, M::kAsymmetric);
 }
 
+// A group's range as the drivers carry it between the Ops' extent and encode. `finite`: every
+// element seen was finite (no NaN, no infinity). Only Avx512Ops' symmetric extent establishes
+// it (its maximum of the bits sees NaN and infinity for free); every other extent clears it,
+// meaning "not known". Starts true so that a group measured in several pieces keeps it only if
+// every piece did. Avx512Ops' encoders drop the clamps that only NaN and infinite inputs need
+// when it is set.
+struct GroupRange : quant::Extent {
+  bool finite = true;
+};
+
 // ---- scalar loops --------------------------------------------------------------------------
 
 // The code of one element, with the random keys of its pair index's high half cached.
@@ -129,14 +139,17 @@ class Encoder {
 
 struct ScalarOps {
   template <class M, class T>
-  static void extent(const Bytes* src, size_t n, quant::Extent& e) {
+  static void extent(const Bytes* src, size_t n, GroupRange& e) {
+    e.finite = false;
     for (size_t i = 0; i < n; ++i) e.include(loadElement<T>(src + i * sizeof(T)), M::kAsymmetric);
   }
 
-  // codes[0..) = the codes of src[0..n); index is the element index of src[0].
+  // codes[0..) = the codes of src[0..n); index is the element index of src[0]. finite: see
+  // GroupRange (not used here).
   template <class M, class T>
   static void encode(const Bytes* src, size_t n, GroupParams p, uint64_t seed, Bytes* codes,
-                     uint64_t index) {
+                     uint64_t index, bool finite = false) {
+    (void)finite;
     Encoder<M> enc(p, seed);
     for (size_t i = 0; i < n; ++i) {
       const int32_t q = enc.code(loadElement<T>(src + i * sizeof(T)), index + i);
@@ -209,7 +222,7 @@ void quantizeGroups(Bytes* dst, const Bytes* src, size_t count, const QuantConfi
   const uint64_t group = c.groupSize;
   const size_t record = M::record(group);
   auto length = [&](uint64_t start) { return size_t(std::min<uint64_t>(group, count - start)); };
-  quant::Extent next;
+  GroupRange next;
   Ops::template extent<M, T>(src, length(0), next);
   const size_t bytes = count * sizeof(T);
   for (uint64_t start = 0, g = 0; start < count; start += group, ++g) {
@@ -217,14 +230,15 @@ void quantizeGroups(Bytes* dst, const Bytes* src, size_t count, const QuantConfi
     const size_t ahead = (start + group) * sizeof(T) + kPrefetchAhead;
     if (ahead < bytes) prefetchBytes(src + ahead, std::min(group * sizeof(T), bytes - ahead));
     const GroupParams p = paramsOf<M>(next);
+    const bool finite = next.finite;
     if (start + group < count) {
-      next = quant::Extent{};
+      next = GroupRange{};
       Ops::template extent<M, T>(src + (start + group) * sizeof(T), length(start + group), next);
     }
     Bytes* out = dst + g * record;
     quant::storeHeader(out, M::kAsymmetric, p);
     Ops::template encode<M, T>(src + start * sizeof(T), length(start), p, c.seed,
-                               out + M::kHeader, firstIndex + start);
+                               out + M::kHeader, firstIndex + start, finite);
   }
 }
 
@@ -304,19 +318,20 @@ void dequantizeReduceQuantizeGroups(Bytes* dst, const void* const* srcs, size_t 
     // Sums group g (its elements from `start`) into block b and returns its range.
     auto sum = [&](uint64_t g, uint64_t start, size_t b) {
       auto* block = reinterpret_cast<Bytes*>(scratch[b]);
-      quant::Extent e;
+      GroupRange e;
       sumPiece<Ops, M, float>(block, scratch[b], srcs, nsrcs, g * record, 0, length(start));
       Ops::template extent<M, float>(block, length(start), e);
       return e;
     };
-    quant::Extent next = sum(0, 0, 0);
+    GroupRange next = sum(0, 0, 0);
     for (uint64_t start = 0, g = 0; start < count; start += c.groupSize, ++g) {
       const GroupParams p = paramsOf<M>(next);
+      const bool finite = next.finite;
       if (start + c.groupSize < count) next = sum(g + 1, start + c.groupSize, (g + 1) % 2);
       quant::storeHeader(dst + g * record, M::kAsymmetric, p);
       Ops::template encode<M, float>(reinterpret_cast<const Bytes*>(scratch[g % 2]),
                                      length(start), p, c.seed, dst + g * record + M::kHeader,
-                                     firstIndex + start);
+                                     firstIndex + start, finite);
     }
     return;
   }
@@ -324,7 +339,7 @@ void dequantizeReduceQuantizeGroups(Bytes* dst, const void* const* srcs, size_t 
   for (uint64_t start = 0, g = 0; start < count; start += c.groupSize, ++g) {
     const uint64_t n = std::min<uint64_t>(c.groupSize, count - start);
     const size_t offset = g * record;
-    quant::Extent e;
+    GroupRange e;
     for (uint64_t j = 0; j < n; j += kBlockElems) {
       const size_t m = size_t(std::min<uint64_t>(kBlockElems, n - j));
       sumPiece<Ops, M, float>(block, scratch[0], srcs, nsrcs, offset, j, m);
@@ -336,7 +351,8 @@ void dequantizeReduceQuantizeGroups(Bytes* dst, const void* const* srcs, size_t 
       const size_t m = size_t(std::min<uint64_t>(kBlockElems, n - j));
       if (n > kBlockElems) sumPiece<Ops, M, float>(block, scratch[0], srcs, nsrcs, offset, j, m);
       Bytes* codes = dst + offset + M::kHeader + M::payload(j);
-      Ops::template encode<M, float>(block, m, p, c.seed, codes, firstIndex + start + j);
+      Ops::template encode<M, float>(block, m, p, c.seed, codes, firstIndex + start + j,
+                                     e.finite);
     }
   }
 }
