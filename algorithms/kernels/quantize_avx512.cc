@@ -617,7 +617,8 @@ struct Avx512Ops {
 
   // The 128 codes (64 bytes) of the finite sums sum[0..8) in stride-8 order, rounded to nearest
   // without a clamp (encode16's kFinite), stored at codes.
-  CHORUS_TARGET_AVX512 static void encode128(Bytes* codes, const float* sum, __m512 inv) {
+  CHORUS_TARGET_AVX512 static void encode128(Bytes* codes, const float* sum, float scaleInv) {
+    const __m512 inv = _mm512_set1_ps(scaleInv);
     __m512i w = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(sum), inv));
 #pragma GCC unroll 7
     for (int r = 1; r < 8; ++r) {
@@ -686,7 +687,9 @@ struct Avx512Kernels {
     };
     alignas(64) float block[kGroup];
     Bytes* pending = nullptr;  // the codes of the group whose sums are in block
-    __m512 pendingInv = _mm512_setzero_ps();
+    // A float, not a vector: the lambda below has no AVX-512 target attribute, and clang refuses
+    // to pass a 512-bit vector from it (the calling convention would differ).
+    float pendingInv = 0;
     auto encodePending = [&] {
       Avx512Ops::encode128(pending, block, pendingInv);
       Avx512Ops::encode128(pending + 64, block + 128, pendingInv);
@@ -708,7 +711,7 @@ struct Avx512Kernels {
 #pragma GCC unroll 16
       for (int v = 0; v < 16; ++v) _mm512_store_ps(block + 16 * v, sum[v]);
       pending = out + M::kHeader;
-      pendingInv = _mm512_set1_ps(p.inv);
+      pendingInv = p.inv;
     }
     if (pending != nullptr) encodePending();
     if (start < n) generic(g, start);
