@@ -190,6 +190,12 @@ class TcpTransport final : public Transport {
         if (r == 0)
           return remoteError(context + ": " + what +
                              " closed the connection during the handshake");
+        // A peer that dies while we dial resets the connection: that is the peer's failure,
+        // as a close is, not one of this rank's system calls.
+        if (r < 0 && (errno == ECONNRESET || errno == EPIPE || errno == ENOTCONN))
+          return remoteError(context + ": " + what +
+                             " reset the connection during the handshake (" +
+                             std::strerror(errno) + ")");
         if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
           return errnoStatus("recv", context + ", handshake");
         if (r > 0) got += static_cast<size_t>(r);
