@@ -89,9 +89,9 @@ bool retryableConnectError(int err) {
          err == ECONNABORTED;
 }
 
-bool peerGoneError(int err) { return err == EPIPE || err == ECONNRESET || err == ENOTCONN; }
-
 }  // namespace
+
+bool peerGoneError(int err) { return err == EPIPE || err == ECONNRESET || err == ENOTCONN; }
 
 uint16_t SockAddr::port() const {
   if (family() == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(&storage)->sin_port);

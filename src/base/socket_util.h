@@ -62,6 +62,9 @@ struct Interface {
 // excluded); if that leaves nothing, loopback.
 StatusOr<std::vector<Interface>> listInterfaces(const std::string& spec = "");
 bool matchesIfSpec(const std::string& ifname, const std::string& spec);
+
+/// errno values that mean the peer went away (reset, closed, not connected), not a local fault.
+bool peerGoneError(int err);
 // The local address the kernel would use to reach `remote` (UDP connect + getsockname): the
 // right interface to listen on for a job whose root is `remote`. Port 0.
 StatusOr<SockAddr> localAddressToward(const SockAddr& remote);

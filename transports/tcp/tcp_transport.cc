@@ -192,7 +192,7 @@ class TcpTransport final : public Transport {
                              " closed the connection during the handshake");
         // A peer that dies while we dial resets the connection: that is the peer's failure,
         // as a close is, not one of this rank's system calls.
-        if (r < 0 && (errno == ECONNRESET || errno == EPIPE || errno == ENOTCONN))
+        if (r < 0 && net::peerGoneError(errno))
           return remoteError(context + ": " + what +
                              " reset the connection during the handshake (" +
                              std::strerror(errno) + ")");
