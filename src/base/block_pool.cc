@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <mutex>
 
-#include <sched.h>
+#include "src/base/spin_lock.h"
 
 namespace chorus::pool {
 namespace {
@@ -24,24 +24,8 @@ struct FreeBlock {
   FreeBlock* next;
 };
 
-// Held for a pointer swap or two; a pthread mutex's lock and unlock cost more than that (they
-// were ~40% of the pool's instructions per nonblocking call). A holder preempted mid-swap is
-// waited out with sched_yield.
-class SpinLock {
- public:
-  void lock() {
-    for (int spins = 0; flag_.exchange(true, std::memory_order_acquire); ++spins) {
-      while (flag_.load(std::memory_order_relaxed)) {
-        if (++spins > 64) sched_yield();
-      }
-    }
-  }
-  void unlock() { flag_.store(false, std::memory_order_release); }
-
- private:
-  std::atomic<bool> flag_{false};
-};
-
+// Held for a pointer swap or two: a spin lock (src/base/spin_lock.h), since a pthread mutex's
+// lock and unlock were ~40% of the pool's instructions per nonblocking call.
 struct SizeClass {
   SpinLock mu;
   FreeBlock* free = nullptr;
@@ -52,12 +36,10 @@ struct SizeClass {
 
 std::atomic<size_t> gMapped{0};
 
-// Leaked on purpose: requests may be freed by static destructors of other objects after ours
-// would have run.
-std::array<SizeClass, kClasses>& classes() {
-  static auto* c = new std::array<SizeClass, kClasses>();
-  return *c;
-}
+// Constant-initialized and never destroyed (every member is trivially destructible): requests
+// may be freed by static destructors of other objects, and no call pays a guard for it.
+constinit std::array<SizeClass, kClasses> gClasses{};
+std::array<SizeClass, kClasses>& classes() { return gClasses; }
 
 size_t classOf(size_t bytes) { return (std::max<size_t>(bytes, 1) + kGranule - 1) / kGranule - 1; }
 
