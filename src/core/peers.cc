@@ -214,7 +214,7 @@ Transport* Peers::windowTransport() const {
   return common && common->caps().hostWindow ? common : nullptr;
 }
 
-Status Peers::connect(const std::vector<int>& peers) {
+Status Peers::connectMissing(const std::vector<int>& peers) {
   if (conns_.size() != records_.size()) {
     conns_.resize(records_.size());
     connTransport_.assign(records_.size(), -1);

@@ -50,7 +50,12 @@ class Peers final : public exec::PeerAccess {
   /// Connects every peer in `peers` not connected yet: higher ranks dialed first, then lower
   /// ones accepted, so no cycle of ranks waiting for each other forms. Bounded by the timeout;
   /// a same-host peer whose process is gone fails it within about a second.
-  Status connect(const std::vector<int>& peers);
+  Status connect(const std::vector<int>& peers) {
+    for (int p : peers)  // inline: on every call's path, where all of them are connected
+      if (static_cast<size_t>(p) >= conns_.size() || !conns_[static_cast<size_t>(p)])
+        return connectMissing(peers);
+    return Status();
+  }
   /// CHORUS_CONNECT=eager: every peer now; lazy: nothing; auto (the default): eager up to
   /// kEagerMaxRanks ranks, lazy above.
   Status connectEagerly();
@@ -90,6 +95,7 @@ class Peers final : public exec::PeerAccess {
   const std::vector<std::unique_ptr<Transport>>& transports() const { return transports_; }
 
  private:
+  Status connectMissing(const std::vector<int>& peers);
   Peers() = default;
   Status listenAll(PeerInfo* self);
   Status startHeartbeat(int rank, uint64_t commId, const net::SockAddr& addr, PeerInfo* self);
