@@ -47,13 +47,15 @@ struct chorusComm {
   static constexpr uint64_t kDead = 0x6465616463306d6dull;
 };
 
-struct chorusRequest {
-  std::shared_ptr<chorus::Request> impl;
-  chorusComm_t comm = nullptr;
-  // One per nonblocking call: from the block pool, like the request it holds.
-  static void* operator new(size_t bytes) { return chorus::pool::allocate(bytes); }
-  static void operator delete(void* p, size_t bytes) { chorus::pool::release(p, bytes); }
-};
+// A request handle is the core's request itself (struct chorusRequest is never defined): one
+// block per nonblocking call, the communicator handle kept in its owner word.
+namespace {
+chorus::Request* requestOf(chorusRequest_t h) { return reinterpret_cast<chorus::Request*>(h); }
+chorusRequest_t handleOf(std::unique_ptr<chorus::Request> r) {
+  return reinterpret_cast<chorusRequest_t>(r.release());
+}
+chorusComm_t commOf(const chorus::Request* r) { return static_cast<chorusComm_t>(r->owner); }
+}  // namespace
 
 namespace {
 
@@ -272,9 +274,9 @@ chorusResult_t startColl(chorusComm_t comm, CollArgs&& args, chorusRequest_t* re
   if (tlsGroup.depth > 0)
     return report(comm, chorus::invalidUsage("nonblocking calls cannot be made inside "
                                              "chorusGroupStart/chorusGroupEnd"));
-  auto r = comm->impl->collectiveAsync(std::move(args));
+  auto r = comm->impl->collectiveAsync(std::move(args), comm);
   if (!r.ok()) return report(comm, r.status());
-  *request = new chorusRequest{std::move(r).value(), comm};  // moved: no reference count bump
+  *request = handleOf(std::move(r).value());
   return chorusSuccess;
 }
 
@@ -505,9 +507,9 @@ chorusResult_t p2pImpl(bool isSend, const void* buf, size_t count, chorusDataTyp
     if (tlsGroup.depth > 0)
       return report(comm, chorus::invalidUsage("nonblocking calls cannot be made inside "
                                                "chorusGroupStart/chorusGroupEnd"));
-    auto r = comm->impl->sendRecvAsync({op});
+    auto r = comm->impl->sendRecvAsync({op}, comm);
     if (!r.ok()) return report(comm, r.status());
-    *req = new chorusRequest{std::move(r).value(), comm};
+    *req = handleOf(std::move(r).value());
     return chorusSuccess;
   }
   if (tlsGroup.depth > 0) {
@@ -1088,14 +1090,19 @@ chorusResult_t chorusIRecv(void* r, size_t count, chorusDataType_t t, int peer, 
 
 chorusResult_t chorusWait(chorusRequest_t* request) {
   if (!request || !*request) return report(nullptr, chorus::invalidArgument("request is NULL"));
-  chorusRequest_t r = *request;
-  chorusComm_t comm = r->comm;
+  chorus::Request* r = requestOf(*request);
+  chorusComm_t comm = commOf(r);
   Status s;
   // A finished request needs no communicator (it may have been destroyed since: destroy
   // completes every queued operation first). Otherwise this thread runs the queue up to it.
-  if (!r->impl->test(&s)) {
-    Status live = checkComm(comm);
-    s = live.ok() ? comm->impl->waitFor(r->impl) : live;
+  if (!r->test(&s)) {
+    // Pending, so its communicator is alive: destroy and abort finish every queued call first.
+    // The handle's memory is never freed, so its magic can be read; a clear error, not a
+    // crash, when another thread destroys the communicator meanwhile.
+    s = comm->magic.load(std::memory_order_acquire) == chorusComm::kMagic
+            ? comm->impl->waitFor(r)
+            : chorus::invalidArgument("the request's communicator was destroyed while the "
+                                      "request was pending");
   }
   delete r;
   *request = nullptr;
@@ -1105,19 +1112,19 @@ chorusResult_t chorusWait(chorusRequest_t* request) {
 chorusResult_t chorusTest(chorusRequest_t* request, int* done) {
   if (!request || !*request) return report(nullptr, chorus::invalidArgument("request is NULL"));
   if (!done) return report(nullptr, chorus::invalidArgument("done is NULL"));
+  chorus::Request* r = requestOf(*request);
+  chorusComm_t comm = commOf(r);
   Status s;
-  if (!(*request)->impl->test(&s)) {
+  if (!r->test(&s)) {
     // Testing progresses the communicator's queue as far as it goes without waiting.
-    chorusComm_t c = (*request)->comm;
-    if (checkComm(c).ok()) c->impl->poke();
-    if (!(*request)->impl->test(&s)) {
+    if (checkComm(comm).ok()) comm->impl->poke();
+    if (!r->test(&s)) {
       *done = 0;
       return chorusSuccess;
     }
   }
   *done = 1;
-  chorusComm_t comm = (*request)->comm;
-  delete *request;
+  delete r;
   *request = nullptr;
   return report(comm, s);
 }

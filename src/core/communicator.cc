@@ -256,32 +256,34 @@ struct P2PRequest final : Request {
 
 }  // namespace
 
-StatusOr<std::shared_ptr<Request>> Communicator::collectiveAsync(CollArgs args) {
+StatusOr<std::unique_ptr<Request>> Communicator::collectiveAsync(CollArgs args,
+                                                                 void* owner) {
   const bool now = urgent(args);
-  // From the block pool (src/base/block_pool.h): a deep queue of posted calls costs no fresh
+  // From the block pool (Request's operator new): a deep queue of posted calls costs no fresh
   // page faults, and the steady state no malloc.
-  auto req = std::allocate_shared<CollRequest>(pool::Allocator<CollRequest>(), this,
-                                               std::move(args));
-  queue_.enqueue(req, now);
+  auto req = std::make_unique<CollRequest>(this, std::move(args));
+  req->owner = owner;
+  queue_.enqueue(req.get(), now);
   // A small call on a host window that nothing is queued ahead of publishes its data now if it
   // can: its peers need not wait for this rank's wait or its progress thread's tick. Behind
   // other calls it could not start anyway, and advancing those at every post costs a deep
   // queue of posted calls more than it saves (they complete when waited for).
   if (!now && window_ && queue_.queued() == 1) queue_.poke();
-  return std::shared_ptr<Request>(std::move(req));
+  return std::unique_ptr<Request>(std::move(req));
 }
 
 Status Communicator::sendRecv(std::span<const P2POp> ops) {
   return queue_.runOrdered([this, ops] { return runP2PNow(ops); });
 }
 
-StatusOr<std::shared_ptr<Request>> Communicator::sendRecvAsync(std::vector<P2POp> ops) {
+StatusOr<std::unique_ptr<Request>> Communicator::sendRecvAsync(std::vector<P2POp> ops,
+                                                               void* owner) {
   uint64_t bytes = 0;
   for (const P2POp& op : ops) bytes += op.count * dataTypeSize(op.dtype);
-  auto req = std::allocate_shared<P2PRequest>(pool::Allocator<P2PRequest>(), this,
-                                              std::move(ops));
-  queue_.enqueue(req, bytes >= kUrgentBytes);
-  return std::shared_ptr<Request>(std::move(req));
+  auto req = std::make_unique<P2PRequest>(this, std::move(ops));
+  req->owner = owner;
+  queue_.enqueue(req.get(), bytes >= kUrgentBytes);
+  return std::unique_ptr<Request>(std::move(req));
 }
 
 // ---- Failure -----------------------------------------------------------------------------
@@ -305,6 +307,7 @@ void Communicator::abort(const std::string& why) {
   aborting_.store(true);
   queue_.failQueued(s);
   std::lock_guard<std::mutex> exec(queue_.execMutex());
+  queue_.failQueued(s);  // a head a poke was advancing meanwhile (op_queue.h)
   if (failed_.ok()) failed_ = s;
   peers_->cancelAll(s);
   peers_->announceFailure(s);

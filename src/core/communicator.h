@@ -95,10 +95,13 @@ class Communicator {
   int size() const { return nranks_; }
 
   Status collective(const CollArgs& args);
-  StatusOr<std::shared_ptr<Request>> collectiveAsync(CollArgs args);
+  /// Starts a nonblocking call. The caller owns the request (one block of the block pool) and
+  /// may free it once test() or waitFor() has seen it done; `owner` is stored in it untouched.
+  StatusOr<std::unique_ptr<Request>> collectiveAsync(CollArgs args, void* owner = nullptr);
   /// A group of point-to-point operations (the caller's ops: nothing is copied).
   Status sendRecv(std::span<const P2POp> ops);
-  StatusOr<std::shared_ptr<Request>> sendRecvAsync(std::vector<P2POp> ops);
+  StatusOr<std::unique_ptr<Request>> sendRecvAsync(std::vector<P2POp> ops,
+                                                   void* owner = nullptr);
 
   /// Collective over this communicator; *out is null for color < 0.
   Status split(int color, int key, std::unique_ptr<Communicator>* out);
@@ -124,7 +127,7 @@ class Communicator {
   Status runPointToPoint(std::span<const P2POp> ops) { return runP2PNow(ops); }
 
   /// Completes `req`, running queued operations on this thread until it is done.
-  Status waitFor(const std::shared_ptr<Request>& req) { return queue_.wait(req); }
+  Status waitFor(Request* req) { return queue_.wait(req); }
 
   void setTimeout(double seconds);
   CommStats stats();

@@ -38,17 +38,34 @@
 #include <mutex>
 #include <thread>
 
+#include "src/base/block_pool.h"
+#include "src/base/spin_lock.h"
 #include "src/base/status.h"
 
 namespace chorus {
 
-/// A queued operation and its completion. The operation lives in the request (one allocation
-/// per nonblocking call).
+/// A queued operation and its completion. The operation lives in the request: one block of
+/// the block pool per nonblocking call (src/base/block_pool.h), owned by whoever started the
+/// call (the C API's handle is the request itself). The queue holds plain pointers: a request
+/// leaves the queue before it is finished, and nobody touches it after finish(), so its owner
+/// may free it as soon as test() says it is done — no reference counts on the call's path.
 class Request {
  public:
   virtual ~Request() = default;
   /// Never blocks; *out gets the result once done.
-  bool test(Status* out);
+  bool test(Status* out) {
+    if (!done()) return false;
+    if (out) *out = status_;
+    return true;
+  }
+  bool done() const { return done_.load(std::memory_order_acquire); }
+
+  static void* operator new(size_t bytes) { return pool::allocate(bytes); }
+  static void operator delete(void* p, size_t bytes) { pool::release(p, bytes); }
+
+  /// A word for the owner (the C API keeps there the communicator handle the call was made
+  /// on); the queue never reads it.
+  void* owner = nullptr;
 
  protected:
   /// Runs the operation (called once, in order, with the execution lock held), resuming it if
@@ -89,20 +106,23 @@ class OpQueue {
       Status run() override { return f_(); }
       F& f_;
     };
-    auto req = std::make_shared<Fn>(work);
-    enqueue(req, false);
-    return wait(req);  // `work` outlives the request's run: wait() returns after it
+    Fn req(work);  // on the stack: wait() returns after it has finished
+    enqueue(&req, false);
+    return wait(&req);
   }
-  /// Queues `req`; `urgent` wakes the progress thread now.
-  void enqueue(std::shared_ptr<Request> req, bool urgent);
+  /// Queues `req` (not owned; it must live until finished); `urgent` wakes the progress
+  /// thread now.
+  void enqueue(Request* req, bool urgent);
   /// Completes `req`, running queued operations on this thread until it is done.
-  Status wait(const std::shared_ptr<Request>& req);
+  Status wait(Request* req);
   /// Advances queued operations, in order, while they complete without waiting. Never blocks:
   /// does nothing when another thread holds the execution lock.
   void poke();
-  /// Operations queued and not yet finished (the one running included).
+  /// Operations queued and not yet taken to run (a part-run head included). With the execution
+  /// lock held, 0 means every operation started so far has finished.
   size_t queued() const { return queued_.load(std::memory_order_acquire); }
-  /// Fails every queued operation with `why` (abort).
+  /// Fails every queued operation with `why` (abort), except a head that poke() is advancing
+  /// on another thread at that moment; a call made holding the execution lock fails it too.
   void failQueued(const Status& why);
   /// Held while an operation runs.
   std::mutex& execMutex() { return execMu_; }
@@ -114,16 +134,29 @@ class OpQueue {
   std::function<void(const Status&)> report_;
   const bool progressThread_;
   std::mutex execMu_;
-  std::mutex queueMu_;
-  std::condition_variable queueCv_;
-  std::deque<std::shared_ptr<Request>> queue_;
+  // The queue itself, under a spin lock: it is held for a push or a pop, twice per nonblocking
+  // call, where a mutex's lock and unlock cost more than the call's own bookkeeping.
+  SpinLock queueLock_;
+  std::deque<Request*> queue_;
+  Request* advancing_ = nullptr;  // the head poke() is advancing
+  // queue_.size(), readable without the lock. Written only under queueLock_, so a load and a
+  // store, not an atomic read-modify-write.
   std::atomic<size_t> queued_{0};
-  // Threads inside wait(); the worker stands aside while > 0. Atomic, not under queueMu_: the
-  // worker only reads it when it looks at the queue, and nobody waits for it to change.
+  void countQueued() { queued_.store(queue_.size(), std::memory_order_release); }
+  // Threads inside wait(); the worker stands aside while > 0. Atomic: the worker only reads it
+  // when it looks at the queue, and nobody waits for it to change.
   std::atomic<int> waiters_{0};
-  bool stopping_ = false;
-  bool workerTicking_ = false;  // the worker sleeps in ticks (no wake-up needed)
-  bool urgentQueued_ = false;   // an urgent operation was queued: the worker runs at once
+  // The worker's sleep and wake-up. Lock order: sleepMu_, then queueLock_.
+  std::mutex sleepMu_;
+  std::condition_variable sleepCv_;
+  bool stopping_ = false;       // under sleepMu_
+  bool urgentQueued_ = false;   // under sleepMu_: an urgent operation was queued, run it at once
+  // The worker sleeps in ticks (no wake-up needed). Written under sleepMu_; enqueue() reads it
+  // after its push without the mutex: the worker clears it before it looks at the queue under
+  // queueLock_ a last time, so either it sees the push or enqueue sees it cleared and wakes it.
+  std::atomic<bool> workerTicking_{false};
+  std::atomic<bool> workerStarted_{false};
+  bool hasQueued();  // takes queueLock_
   // Bumped by every enqueue and wait: unchanged over a tick means the caller is elsewhere.
   // A load and a store, not an atomic increment (the most expensive instruction on the path of
   // a small nonblocking call): two bumps that race lose one, but the value still changes.

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -44,15 +45,18 @@ struct Failing final : Request {
   }
 };
 
-bool done(const std::shared_ptr<Request>& r, Status* s = nullptr) { return r->test(s); }
+template <class T>
+bool done(const std::unique_ptr<T>& r, Status* s = nullptr) {
+  return r->test(s);
+}
 
 TEST(OpQueue, PokeCompletesTheHeadsThatNeedNoWaitInOrder) {
   std::vector<std::string> log;
   OpQueue q(nullptr, false);
-  auto a = std::make_shared<Scripted>(&log, "a", 1);
-  auto b = std::make_shared<Scripted>(&log, "b", 1);
-  q.enqueue(a, false);
-  q.enqueue(b, false);
+  auto a = std::make_unique<Scripted>(&log, "a", 1);
+  auto b = std::make_unique<Scripted>(&log, "b", 1);
+  q.enqueue(a.get(), false);
+  q.enqueue(b.get(), false);
   q.poke();
   EXPECT_TRUE(done(a));
   EXPECT_TRUE(done(b));
@@ -64,10 +68,10 @@ TEST(OpQueue, PokeCompletesTheHeadsThatNeedNoWaitInOrder) {
 TEST(OpQueue, PartRunHeadStaysFirstAndBlocksWhatFollows) {
   std::vector<std::string> log;
   OpQueue q(nullptr, false);
-  auto a = std::make_shared<Scripted>(&log, "a", 3);
-  auto b = std::make_shared<Scripted>(&log, "b", 1);
-  q.enqueue(a, false);
-  q.enqueue(b, false);
+  auto a = std::make_unique<Scripted>(&log, "a", 3);
+  auto b = std::make_unique<Scripted>(&log, "b", 1);
+  q.enqueue(a.get(), false);
+  q.enqueue(b.get(), false);
   q.poke();
   q.poke();
   EXPECT_FALSE(done(a));
@@ -82,12 +86,12 @@ TEST(OpQueue, PartRunHeadStaysFirstAndBlocksWhatFollows) {
 TEST(OpQueue, WaitResumesAPartRunHead) {
   std::vector<std::string> log;
   OpQueue q(nullptr, false);
-  auto a = std::make_shared<Scripted>(&log, "a", 5);
-  auto b = std::make_shared<Scripted>(&log, "b", 5);
-  q.enqueue(a, false);
-  q.enqueue(b, false);
+  auto a = std::make_unique<Scripted>(&log, "a", 5);
+  auto b = std::make_unique<Scripted>(&log, "b", 5);
+  q.enqueue(a.get(), false);
+  q.enqueue(b.get(), false);
   q.poke();
-  EXPECT_TRUE(q.wait(b).ok());
+  EXPECT_TRUE(q.wait(b.get()).ok());
   EXPECT_TRUE(done(a));
   EXPECT_EQ(log, (std::vector<std::string>{"a:advance1", "a:resumed", "b:run"}));
 }
@@ -95,23 +99,23 @@ TEST(OpQueue, WaitResumesAPartRunHead) {
 TEST(OpQueue, PokeStopsAtARequestThatCannotRunInParts) {
   std::vector<std::string> log;
   OpQueue q(nullptr, false);
-  auto a = std::make_shared<Scripted>(&log, "a", 0);
-  auto b = std::make_shared<Scripted>(&log, "b", 1);
-  q.enqueue(a, false);
-  q.enqueue(b, false);
+  auto a = std::make_unique<Scripted>(&log, "a", 0);
+  auto b = std::make_unique<Scripted>(&log, "b", 1);
+  q.enqueue(a.get(), false);
+  q.enqueue(b.get(), false);
   q.poke();
   EXPECT_FALSE(done(a));
   EXPECT_FALSE(done(b));
   EXPECT_TRUE(log.empty());
-  EXPECT_TRUE(q.wait(b).ok());
+  EXPECT_TRUE(q.wait(b.get()).ok());
   EXPECT_EQ(log, (std::vector<std::string>{"a:run", "b:run"}));
 }
 
 TEST(OpQueue, AFailureFoundByAdvanceIsTheRequestsResultAndReported) {
   std::vector<std::string> reported;
   OpQueue q([&](const Status& s) { reported.push_back(s.message()); }, false);
-  auto f = std::make_shared<Failing>();
-  q.enqueue(f, false);
+  auto f = std::make_unique<Failing>();
+  q.enqueue(f.get(), false);
   q.poke();
   Status s;
   ASSERT_TRUE(done(f, &s));
@@ -122,8 +126,8 @@ TEST(OpQueue, AFailureFoundByAdvanceIsTheRequestsResultAndReported) {
 TEST(OpQueue, FailQueuedEndsAPartRunHead) {
   std::vector<std::string> log;
   OpQueue q(nullptr, false);
-  auto a = std::make_shared<Scripted>(&log, "a", 3);
-  q.enqueue(a, false);
+  auto a = std::make_unique<Scripted>(&log, "a", 3);
+  q.enqueue(a.get(), false);
   q.poke();
   q.failQueued(remoteError("aborted"));
   Status s;
@@ -133,11 +137,46 @@ TEST(OpQueue, FailQueuedEndsAPartRunHead) {
   EXPECT_EQ(log, (std::vector<std::string>{"a:advance1"}));
 }
 
+// An abort on another thread while a poke advances the head: the head is not finished under the
+// poke (its owner could free it), and the abort's second call, with the execution lock, ends it.
+struct AbortedWhileAdvancing final : Request {
+  Status run() override { return internalError("never reached"); }
+  bool advance(Status*) override {
+    q->failQueued(remoteError("aborted"));  // what abort() does first, from another thread
+    doneDuringAdvance = test(nullptr);
+    return false;
+  }
+  OpQueue* q = nullptr;
+  bool doneDuringAdvance = true;
+};
+
+TEST(OpQueue, FailQueuedLeavesTheHeadAPokeIsAdvancingToTheCallWithTheLock) {
+  OpQueue q(nullptr, false);
+  auto a = std::make_unique<AbortedWhileAdvancing>();
+  auto b = std::make_unique<Scripted>(nullptr, "b", 1);
+  a->q = &q;
+  q.enqueue(a.get(), false);
+  q.enqueue(b.get(), false);
+  q.poke();
+  EXPECT_FALSE(a->doneDuringAdvance);
+  EXPECT_FALSE(done(a));
+  EXPECT_TRUE(done(b));  // behind the head: failed at once
+  EXPECT_EQ(q.queued(), 1u);
+  {
+    std::lock_guard<std::mutex> exec(q.execMutex());
+    q.failQueued(remoteError("aborted"));
+  }
+  Status s;
+  ASSERT_TRUE(done(a, &s));
+  EXPECT_EQ(s.code(), Code::kRemoteError);
+  EXPECT_EQ(q.queued(), 0u);
+}
+
 TEST(OpQueue, PokeNeverWaitsForTheExecutionLock) {
   std::vector<std::string> log;
   OpQueue q(nullptr, false);
-  auto a = std::make_shared<Scripted>(&log, "a", 1);
-  q.enqueue(a, false);
+  auto a = std::make_unique<Scripted>(&log, "a", 1);
+  q.enqueue(a.get(), false);
   {
     std::lock_guard<std::mutex> busy(q.execMutex());  // another thread is running an operation
     q.poke();
