@@ -210,8 +210,18 @@ struct WaitPolicy {
   int spinUs = 20;
   /// After the spin: how long it yields between looks before it sleeps.
   int yieldUs = 200;
+  /// When waiting gives up. Unset (the clock's epoch, the default): timeoutSeconds after the
+  /// wait begins — what a communicator's calls use, so that a call whose data is already there
+  /// reads no clock; a run of a plan counts from its first wait.
   std::chrono::steady_clock::time_point deadline;
   double timeoutSeconds = 300;
+  /// The deadline of a wait that began at `start`.
+  std::chrono::steady_clock::time_point deadlineFrom(
+      std::chrono::steady_clock::time_point start) const {
+    if (deadline.time_since_epoch().count() != 0) return deadline;
+    return start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                       std::chrono::duration<double>(timeoutSeconds));
+  }
   const std::atomic<bool>* abortFlag = nullptr;
   std::function<Status(int rank)> checkPeer;
 };

@@ -317,7 +317,7 @@ void Communicator::finishSetup() {
 }
 
 void Communicator::setTimeout(double seconds) {
-  std::lock_guard<std::mutex> exec(queue_.execMutex());
+  std::lock_guard<FutexMutex> exec(queue_.execMutex());
   timeoutSeconds_ = seconds;
   env_.wait.timeoutSeconds = seconds;
   peers_->setTimeout(seconds);

@@ -39,9 +39,8 @@ Status Communicator::runPlan(const exec::Plan& plan, exec::Bindings& bind, DataT
   Status connected = peers_->connect(plan.schedule.peers);
   if (!connected.ok())
     return connected.withContext(exec::describeCall(id, plan.schedule.algo.c_str()));
-  // A single send or receive starts its clock when it first has to wait (Executor::runSingle):
-  // a ping-pong leg that completes at once reads no clock.
-  if (!(plan.single && id.seq == 0)) env_.wait.deadline = net::deadlineIn(timeoutSeconds_);
+  // No deadline is set: each wait of the run counts the timeout from when it begins
+  // (WaitPolicy::deadline), so a call whose peers' data is already there reads no clock.
   return executor_.run(plan, bind, dtype, op, id, env_);
 }
 
@@ -172,7 +171,6 @@ bool Communicator::advanceCollective(const CollArgs& a, bool* started, Status* o
     }
   }
   if (!c.plan->sequential) return false;
-  env_.wait.deadline = net::deadlineIn(timeoutSeconds_);
   bool done = false;
   Status st = executor_.runInParts(*c.plan, bindings_, a.dtype, c.op, c.id, env_, c.inParts,
                                    false, &done);
@@ -191,7 +189,6 @@ Status Communicator::resumeCollective(const CollArgs& a) {
   CHORUS_RETURN_IF_ERROR(checkUsable());
   Status st;
   if (c.inParts) {
-    env_.wait.deadline = net::deadlineIn(timeoutSeconds_);
     bool done = false;
     st = executor_.runInParts(*c.plan, bindings_, a.dtype, c.op, c.id, env_, true, true, &done);
   } else {
@@ -306,7 +303,7 @@ void Communicator::abort(const std::string& why) {
   // give up within ~100 ms; only then, holding the execution lock, are connections touched.
   aborting_.store(true);
   queue_.failQueued(s);
-  std::lock_guard<std::mutex> exec(queue_.execMutex());
+  std::lock_guard<FutexMutex> exec(queue_.execMutex());
   queue_.failQueued(s);  // a head a poke was advancing meanwhile (op_queue.h)
   if (failed_.ok()) failed_ = s;
   peers_->cancelAll(s);
@@ -317,7 +314,7 @@ void Communicator::abort(const std::string& why) {
 // ---- Stats, ops, errors ------------------------------------------------------------------
 
 CommStats Communicator::stats() {
-  std::lock_guard<std::mutex> exec(queue_.execMutex());
+  std::lock_guard<FutexMutex> exec(queue_.execMutex());
   CommStats s;
   s.transports = peers_->stats();
   s.algos = algoCounts_;

@@ -39,7 +39,7 @@ bool OpQueue::runNext() {
 }
 
 void OpQueue::poke() {
-  std::unique_lock<std::mutex> exec(execMu_, std::try_to_lock);
+  std::unique_lock<FutexMutex> exec(execMu_, std::try_to_lock);
   if (!exec.owns_lock()) return;
   for (;;) {
     Request* req;
@@ -102,13 +102,13 @@ Status OpQueue::wait(Request* req) {
       // The usual case, a caller completing its requests in order: the first operation this
       // thread runs is its own (or it finished meanwhile), and the worker need not be told to
       // stand aside for a single step.
-      std::lock_guard<std::mutex> exec(execMu_);  // waits out an operation the worker runs
+      std::lock_guard<FutexMutex> exec(execMu_);  // waits out an operation the worker runs
       more = runNext() && !req->done();  // runNext false: nothing queued, so ours has finished
     }
     if (more) {
       waiters_.fetch_add(1, std::memory_order_acq_rel);
       while (!req->done()) {
-        std::lock_guard<std::mutex> exec(execMu_);
+        std::lock_guard<FutexMutex> exec(execMu_);
         if (!runNext()) break;
       }
       noteActivity();
@@ -150,7 +150,7 @@ void OpQueue::workerLoop() {
       urgentQueued_ = false;
       lock.unlock();
       {
-        std::lock_guard<std::mutex> exec(execMu_);
+        std::lock_guard<FutexMutex> exec(execMu_);
         runNext();
       }
       lock.lock();

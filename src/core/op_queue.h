@@ -39,6 +39,7 @@
 #include <thread>
 
 #include "src/base/block_pool.h"
+#include "src/base/futex_mutex.h"
 #include "src/base/spin_lock.h"
 #include "src/base/status.h"
 
@@ -98,7 +99,7 @@ class OpQueue {
   template <class F>
   Status runOrdered(F&& work) {
     {
-      std::lock_guard<std::mutex> exec(execMu_);
+      std::lock_guard<FutexMutex> exec(execMu_);
       if (queued_.load(std::memory_order_acquire) == 0) return work();
     }
     struct Fn final : Request {
@@ -125,7 +126,7 @@ class OpQueue {
   /// on another thread at that moment; a call made holding the execution lock fails it too.
   void failQueued(const Status& why);
   /// Held while an operation runs.
-  std::mutex& execMutex() { return execMu_; }
+  FutexMutex& execMutex() { return execMu_; }
 
  private:
   bool runNext();  // caller holds execMu_
@@ -133,7 +134,7 @@ class OpQueue {
 
   std::function<void(const Status&)> report_;
   const bool progressThread_;
-  std::mutex execMu_;
+  FutexMutex execMu_;  // one atomic instruction to take and to release (futex_mutex.h)
   // The queue itself, under a spin lock: it is held for a push or a pop, twice per nonblocking
   // call, where a mutex's lock and unlock cost more than the call's own bookkeeping.
   SpinLock queueLock_;

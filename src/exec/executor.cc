@@ -529,7 +529,7 @@ Status Executor::runDataflow(const Plan& plan, const OpIdentity& id, DataType dt
   const Tag tag = dataTag(id.seq);
   IdleClock clock;
   clock.lastProgress = clock.lastLiveness = std::chrono::steady_clock::now();
-  clock.deadline = env.wait.deadline;
+  clock.deadline = env.wait.deadlineFrom(clock.lastProgress);
   bool windowPending = false;
 
   while (doneCount < n || headersPending > 0) {

@@ -102,10 +102,11 @@ StatusOr<std::unique_ptr<ShmWindow>> ShmWindow::create(int rank, int nranks, uin
   const std::string name = segmentName(rank0Pid, commId, "window");
   auto pause = std::chrono::microseconds(20);
   auto lastCheck = Clock::now();
+  const auto deadline = w.deadlineFrom(lastCheck);
   // Bounded, and a dead peer ends the wait within ~100 ms.
   auto idle = [&](const std::string& what) -> Status {
     auto now = Clock::now();
-    if (now >= w.deadline)
+    if (now >= deadline)
       return timeoutError("host window " + name + ": " + what + " for " +
                           std::to_string(w.timeoutSeconds) + " s");
     if (now - lastCheck > std::chrono::milliseconds(100) && w.checkPeer) {
@@ -198,6 +199,7 @@ Status ShmWindow::await(int rank, uint64_t seq, uint32_t k, const WaitPolicy& w)
       !c.failed.load(std::memory_order_acquire))
     return Status();
   const auto start = Clock::now();
+  const auto deadline = w.deadlineFrom(start);
   auto lastCheck = start;
   auto lastYield = start;
   while (true) {
@@ -220,7 +222,7 @@ Status ShmWindow::await(int rank, uint64_t seq, uint32_t k, const WaitPolicy& w)
     if (w.abortFlag && w.abortFlag->load(std::memory_order_relaxed))
       return remoteError("the communicator was aborted on rank " + std::to_string(rank_) +
                          " (chorusCommAbort)");
-    if (now >= w.deadline)
+    if (now >= deadline)
       return timeoutError("timed out after " + std::to_string(w.timeoutSeconds) + " s on rank " +
                           std::to_string(rank_) + " waiting for rank " + std::to_string(rank) +
                           "'s signal " + std::to_string(k) + " of the call");
@@ -244,7 +246,7 @@ Status ShmWindow::await(int rank, uint64_t seq, uint32_t k, const WaitPolicy& w)
     if (!wordReached(v, seq, k) && !c.failed.load(std::memory_order_acquire)) {
       WaitWord ww{&word, v};
       const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(w.deadline - now).count();
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
       futex::waitAny({&ww, 1}, static_cast<int>(std::clamp<long long>(left, 1, 100)));
     }
     c.waiters.fetch_sub(1, std::memory_order_relaxed);

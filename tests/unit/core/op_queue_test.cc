@@ -163,7 +163,7 @@ TEST(OpQueue, FailQueuedLeavesTheHeadAPokeIsAdvancingToTheCallWithTheLock) {
   EXPECT_TRUE(done(b));  // behind the head: failed at once
   EXPECT_EQ(q.queued(), 1u);
   {
-    std::lock_guard<std::mutex> exec(q.execMutex());
+    std::lock_guard<FutexMutex> exec(q.execMutex());
     q.failQueued(remoteError("aborted"));
   }
   Status s;
@@ -178,7 +178,7 @@ TEST(OpQueue, PokeNeverWaitsForTheExecutionLock) {
   auto a = std::make_unique<Scripted>(&log, "a", 1);
   q.enqueue(a.get(), false);
   {
-    std::lock_guard<std::mutex> busy(q.execMutex());  // another thread is running an operation
+    std::lock_guard<FutexMutex> busy(q.execMutex());  // another thread is running an operation
     q.poke();
   }
   EXPECT_FALSE(done(a));
