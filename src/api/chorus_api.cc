@@ -47,17 +47,15 @@ struct chorusComm {
   static constexpr uint64_t kDead = 0x6465616463306d6dull;
 };
 
+namespace {
+
 // A request handle is the core's request itself (struct chorusRequest is never defined): one
 // block per nonblocking call, the communicator handle kept in its owner word.
-namespace {
 chorus::Request* requestOf(chorusRequest_t h) { return reinterpret_cast<chorus::Request*>(h); }
 chorusRequest_t handleOf(std::unique_ptr<chorus::Request> r) {
   return reinterpret_cast<chorusRequest_t>(r.release());
 }
 chorusComm_t commOf(const chorus::Request* r) { return static_cast<chorusComm_t>(r->owner); }
-}  // namespace
-
-namespace {
 
 thread_local std::string tlsLastError;
 
