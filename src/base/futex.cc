@@ -20,11 +20,6 @@ namespace {
 constexpr size_t kMaxWaitv = 128;
 std::atomic<bool> waitvMissing{false};
 
-uint32_t* raw(const std::atomic<uint32_t>* word) {
-  static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
-  return const_cast<uint32_t*>(reinterpret_cast<const uint32_t*>(word));
-}
-
 void waitOne(const WaitWord& w, int timeoutMs) {
   timespec ts{timeoutMs / 1000, static_cast<long>(timeoutMs % 1000) * 1000000L};
   ::syscall(SYS_futex, raw(w.addr), FUTEX_WAIT, w.value, &ts, nullptr, 0);

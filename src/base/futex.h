@@ -22,6 +22,12 @@ struct WaitWord {
 
 namespace chorus::futex {
 
+// The word's address as the futex system call takes it.
+inline uint32_t* raw(const std::atomic<uint32_t>* word) {
+  static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
+  return const_cast<uint32_t*>(reinterpret_cast<const uint32_t*>(word));
+}
+
 // Wakes every waiter sleeping on `word`.
 void wakeAll(const std::atomic<uint32_t>* word);
 
