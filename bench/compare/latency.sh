@@ -30,8 +30,13 @@
 # not at all when oversubscribed), so chorus-run gets --bind-to core in exactly those runs
 # (BIND=none: neither binds).
 #
+# Before each repetition, line_latency measures the one-way core-to-core cache-line latency, the
+# floor under every small shared-memory exchange, which a VM's host moves (70-310 ns here within
+# minutes): the tables print it per repetition, so medians from different moments can be read.
+#
 # Writes into OUT: raw.csv (every run's rows, compare.sh's columns), summary.csv (medians, min,
-# max per cell), tables.txt (what is printed), logs/ (every run's output), meta.txt, labels.txt.
+# max per cell), line.csv (the line latency per repetition), tables.txt (what is printed),
+# logs/ (every run's output), meta.txt, labels.txt.
 #
 # Environment:
 #   ITERS, WARMUP     timed / warm-up calls per size                  (default 2000, 200)
@@ -81,7 +86,8 @@ build=$(cd "$build" && pwd) || fail "no build directory $build"
 chorus_run=$build/tools/chorus-run/chorus-run
 chorus_perf=$build/tools/chorus-perf/chorus-perf
 mpi_perf=$build/bench/compare/mpi_perf
-for f in "$chorus_run" "$chorus_perf" "$mpi_perf"; do
+line_latency=$build/bench/compare/line_latency
+for f in "$chorus_run" "$chorus_perf" "$mpi_perf" "$line_latency"; do
   [ -x "$f" ] || fail "$f not built (cmake --build $build; mpi_perf needs OpenMPI and Google" \
     "Benchmark: scripts/install-deps.sh)"
 done
@@ -154,7 +160,11 @@ launch() {
 }
 
 echo "system,coll,nranks,rep,size,time_us,busbw_gbps,wrong" >"$out/raw.csv"
+echo "rep,one_way_ns" >"$out/line.csv"
 for rep in $(seq 1 "$reps"); do
+  # The floor of this repetition's small exchanges (line_latency.cc): it moves on a VM.
+  line=$("$line_latency" | awk '{print $3}')
+  echo "$rep,$line" >>"$out/line.csv"
   for n in "${ranks[@]}"; do
     for system in $allreduce_systems; do
       launch "$system" allreduce "$n" "$rep" "$allreduce_sizes"

@@ -128,6 +128,15 @@ def main():
         print(markdown(["size"] + [t for _, t in PINGPONG_COLUMNS] + ["ratios (chorus/OpenMPI)"],
                        rows))
 
+    line_csv = os.path.join(out, "line.csv")
+    if os.path.exists(line_csv):
+        with open(line_csv) as f:
+            lines = [r["one_way_ns"] for r in csv.DictReader(f)]
+        if lines:
+            print()
+            print(f"# core-to-core cache-line latency, one way, before each repetition "
+                  f"(line_latency): {', '.join(lines)} ns")
+
     if worst[1] is not None:
         c, n, size, s = worst[1]
         print()
