@@ -300,6 +300,7 @@ void Communicator::finishSetup() {
   env_.nranks = nranks_;
   env_.peers = peers_.get();
   env_.window = window_.get();
+  queue_.setStartEarly(window_ != nullptr);  // only host-window calls run in parts
   env_.wait.spinUs = spinUs_;
   env_.wait.yieldUs = yieldUs_;
   env_.wait.timeoutSeconds = timeoutSeconds_;

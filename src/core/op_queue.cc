@@ -33,14 +33,20 @@ bool OpQueue::runNext() {
     countQueued();
   }
   Status s = req->run();
-  if (!s.ok() && report_) report_(s);
+  const bool ok = s.ok();
+  if (!ok && report_) report_(s);
   req->finish(std::move(s));  // its owner may free it from here on
+  // The next call starts now, before this thread goes back to its caller (see the file comment).
+  if (ok && startEarly_ && queued_.load(std::memory_order_relaxed) > 0) advanceHead();
   return true;
 }
 
 void OpQueue::poke() {
   std::unique_lock<FutexMutex> exec(execMu_, std::try_to_lock);
-  if (!exec.owns_lock()) return;
+  if (exec.owns_lock()) advanceHead();
+}
+
+void OpQueue::advanceHead() {
   for (;;) {
     Request* req;
     {

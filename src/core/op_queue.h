@@ -11,6 +11,11 @@
 //     small collective on the host window publishes its data at once and completes at a later
 //     post or test as soon as its peers' data is there. A part-run request stays at the head
 //     until it completes, and whoever runs it next (a waiter, the progress thread) resumes it.
+//     Where requests can run in parts (setStartEarly), the thread that has just completed one
+//     also advances the next before it returns: in a two-rank exchange the time per call is the
+//     peer's cache-line latency plus the work between seeing the peer's data for call s and
+//     publishing call s+1, and that work no longer includes returning to the caller, freeing
+//     the request and starting the next wait.
 // An operation is popped only while the execution lock is held, which keeps the order.
 //
 // Waking the progress thread costs a system call on the caller and a context switch; for a
@@ -127,13 +132,18 @@ class OpQueue {
   void failQueued(const Status& why);
   /// Held while an operation runs.
   FutexMutex& execMutex() { return execMu_; }
+  /// Requests may progress before they are run (Request::advance can do something): after a
+  /// request completes, the next one is advanced at once. Set before the first enqueue.
+  void setStartEarly(bool on) { startEarly_ = on; }
 
  private:
   bool runNext();  // caller holds execMu_
+  void advanceHead();  // poke() with execMu_ held
   void workerLoop();
 
   std::function<void(const Status&)> report_;
   const bool progressThread_;
+  bool startEarly_ = false;
   FutexMutex execMu_;  // one atomic instruction to take and to release (futex_mutex.h)
   // The queue itself, under a spin lock: it is held for a push or a pop, twice per nonblocking
   // call, where a mutex's lock and unlock cost more than the call's own bookkeeping.

@@ -96,6 +96,59 @@ TEST(OpQueue, WaitResumesAPartRunHead) {
   EXPECT_EQ(log, (std::vector<std::string>{"a:advance1", "a:resumed", "b:run"}));
 }
 
+// setStartEarly: the thread that completes a request advances the next one before it returns
+// (its data goes out before the caller comes back for it); without it, nothing runs ahead.
+TEST(OpQueue, CompletingARequestAdvancesTheNextWhenStartingEarly) {
+  for (bool early : {false, true}) {
+    SCOPED_TRACE(early ? "start early" : "not early");
+    std::vector<std::string> log;
+    OpQueue q(nullptr, false);
+    q.setStartEarly(early);
+    auto a = std::make_unique<Scripted>(&log, "a", 0);
+    auto b = std::make_unique<Scripted>(&log, "b", 2);
+    auto c = std::make_unique<Scripted>(&log, "c", 2);
+    q.enqueue(a.get(), false);
+    q.enqueue(b.get(), false);
+    q.enqueue(c.get(), false);
+    EXPECT_TRUE(q.wait(a.get()).ok());
+    EXPECT_FALSE(done(b));  // advanced once: it needs a second part
+    if (early) {
+      EXPECT_EQ(log, (std::vector<std::string>{"a:run", "b:advance1"}));
+    } else {
+      EXPECT_EQ(log, (std::vector<std::string>{"a:run"}));
+    }
+    log.clear();
+    EXPECT_TRUE(q.wait(b.get()).ok());
+    if (early) {
+      EXPECT_EQ(log, (std::vector<std::string>{"b:resumed", "c:advance1"}));
+    } else {
+      EXPECT_EQ(log, (std::vector<std::string>{"b:run"}));
+    }
+    EXPECT_TRUE(q.wait(c.get()).ok());
+    EXPECT_EQ(q.queued(), 0u);
+  }
+}
+
+// A request that failed leaves the next alone: the communicator is unusable, and whoever runs
+// the next learns that from its own run.
+TEST(OpQueue, AFailedRequestDoesNotAdvanceTheNext) {
+  struct FailingRun final : Request {
+    Status run() override { return remoteError("rank 1 is gone"); }
+  };
+  std::vector<std::string> log;
+  OpQueue q(nullptr, false);
+  q.setStartEarly(true);
+  auto f = std::make_unique<FailingRun>();
+  auto b = std::make_unique<Scripted>(&log, "b", 1);
+  q.enqueue(f.get(), false);
+  q.enqueue(b.get(), false);
+  EXPECT_EQ(q.wait(f.get()).code(), Code::kRemoteError);
+  EXPECT_TRUE(log.empty());
+  EXPECT_FALSE(done(b));
+  EXPECT_TRUE(q.wait(b.get()).ok());
+  EXPECT_EQ(log, (std::vector<std::string>{"b:run"}));
+}
+
 TEST(OpQueue, PokeStopsAtARequestThatCannotRunInParts) {
   std::vector<std::string> log;
   OpQueue q(nullptr, false);
