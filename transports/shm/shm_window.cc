@@ -1,9 +1,6 @@
 #include "transports/shm/shm_window.h"
 
-#include <linux/membarrier.h>
 #include <sched.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -54,13 +51,6 @@ bool wordReached(uint32_t v, uint64_t seq, uint32_t k) {
   return (v & 0xffffff) >= k;
 }
 
-// The heavy side of the asymmetric barrier (publish / await below): a full barrier on every
-// running thread of every process registered for it. Linux 4.16 and later; a kernel or a
-// seccomp profile without it makes this fail, and then the sleeper does not count on a wake.
-bool heavyBarrier() {
-  return ::syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0) == 0;
-}
-
 }  // namespace
 
 struct ShmWindow::Line {
@@ -104,10 +94,6 @@ StatusOr<std::unique_ptr<ShmWindow>> ShmWindow::create(int rank, int nranks, uin
   std::unique_ptr<ShmWindow> h(new ShmWindow());
   h->rank_ = rank;
   h->nranks_ = nranks;
-  // Registered, this process's threads take part in the sleepers' barrier and publish needs
-  // no fence of its own.
-  h->fenceOnPublish_ =
-      ::syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0) != 0;
   h->slotBytes_ = roundUp(std::max<uint64_t>(slotBytes, 64), 64);
   h->roundBytes_ = roundUp(roundBytes, 4096);
   h->parityBytes_ = roundUp(sizeof(Line) - kInlineBytes + h->slotBytes_ + 2 * h->roundBytes_, 64);
@@ -173,22 +159,10 @@ StatusOr<std::unique_ptr<ShmWindow>> ShmWindow::create(int rank, int nranks, uin
   }
 }
 
-// A sleeper registers in the writer's `waiters`, then looks at the word a last time; a writer
-// stores the word, then looks at `waiters`. One of them must see the other's store, or the
-// sleeper misses its wake-up. A fence between the writer's store and load would do it, but it
-// holds the writer until its store has left the core — the cache line's transfer to the peer
-// that spins on it — before the writer can start waiting for that peer in turn: a 2-rank
-// exchange measured ~0.53 us a call with the fence and ~0.33 without (an emulation of this
-// protocol, both alternated in one process). So the barrier is asymmetric: the writer has
-// none (only the compiler's), and the sleeper, which is about to sleep anyway, makes every
-// registered process's running threads pass a full barrier (membarrier) between its store and
-// its look. A process that could not register keeps the writer's fence.
 void ShmWindow::publish(uint64_t seq, uint32_t count) {
   line(rank_, seq).word.store(wordOf(seq, count), std::memory_order_release);
-  if (fenceOnPublish_)
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-  else
-    std::atomic_signal_fence(std::memory_order_seq_cst);
+  // Pairs with the sleeper's seq_cst increment of `waiters` before its last look at the word.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   if (ctl(rank_).waiters.load(std::memory_order_relaxed))
     futex::wakeAll(&line(rank_, seq).word);
 }
@@ -268,16 +242,12 @@ Status ShmWindow::await(int rank, uint64_t seq, uint32_t k, const WaitPolicy& w)
       continue;
     }
     c.waiters.fetch_add(1, std::memory_order_seq_cst);
-    // The writer may have no fence (publish): without this barrier its wake is not assured,
-    // and the sleep is kept short instead.
-    const bool wakeAssured = heavyBarrier();
     const uint32_t v = word.load(std::memory_order_seq_cst);
     if (!wordReached(v, seq, k) && !c.failed.load(std::memory_order_acquire)) {
       WaitWord ww{&word, v};
       const auto left =
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
-      futex::waitAny({&ww, 1},
-                     static_cast<int>(std::clamp<long long>(left, 1, wakeAssured ? 100 : 1)));
+      futex::waitAny({&ww, 1}, static_cast<int>(std::clamp<long long>(left, 1, 100)));
     }
     c.waiters.fetch_sub(1, std::memory_order_relaxed);
   }

@@ -21,9 +21,8 @@
 // 8 bits tell them apart with room to spare.
 //
 // Waiting spins (when ranks do not outnumber cores), yields, then sleeps on the word with a
-// futex; the writer wakes only when a waiter has registered (a count per rank), so the fast
-// path makes no system call. The barrier that keeps that from losing a wake-up is asymmetric:
-// none on the writer's side, a membarrier on the sleeper's (see publish()). A rank whose communicator fails writes
+// futex; the writer wakes only when a waiter has registered (a count per rank, with fences on
+// both sides), so the fast path makes no system call. A rank whose communicator fails writes
 // its reason into its control block and wakes everyone; waits on it then fail at once.
 #pragma once
 
@@ -73,7 +72,6 @@ class ShmWindow final : public HostWindow {
   int nranks_ = 0;
   uint64_t slotBytes_ = 0;
   uint64_t roundBytes_ = 0;
-  bool fenceOnPublish_ = true;  // this process could not register for the sleepers' barrier
   size_t parityBytes_ = 0;  // one parity's line + region, rounded to cache lines
   size_t rankBytes_ = 0;
   // Where each rank's control block and lines are (computed once: the per-call path is a load).
