@@ -17,87 +17,35 @@
 //
 // Fewer than two CPUs: prints "line_latency one-way-ns n/a" and exits 0 (nothing to measure).
 // Every spin gives up the CPU now and then, so a batch ends even when the host stalls a thread.
-#include <pthread.h>
-#include <sched.h>
-
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <string_view>
 #include <thread>
 #include <vector>
 
-namespace {
+#include "bench/compare/cpu_pair.h"
 
-struct alignas(64) Line {
-  std::atomic<long> value{0};
-};
-
-void pinTo(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-}
-
-inline void relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
-// Spins until `line` holds at least `v`; yields every 4096 looks.
-void awaitValue(const Line& line, long v) {
-  for (unsigned spins = 1; line.value.load(std::memory_order_acquire) < v; ++spins) {
-    relax();
-    if (spins % 4096 == 0) sched_yield();
-  }
-}
-
-long parse(const char* text, const char* flag) {
-  char* end = nullptr;
-  const long v = std::strtol(text, &end, 10);
-  if (!end || *end || v <= 0) {
-    std::fprintf(stderr, "line_latency: %s needs a positive number, not '%s'\n", flag, text);
-    std::exit(2);
-  }
-  return v;
-}
-
-}  // namespace
+using chorus::bench::awaitAtLeast;
+using chorus::bench::Counter;
+using chorus::bench::pinTo;
 
 int main(int argc, char** argv) {
   long trips = 100000, reps = 5;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    if ((a == "-n" || a == "-r") && i + 1 < argc) {
-      (a == "-n" ? trips : reps) = parse(argv[i + 1], argv[i]);
-      ++i;
-    } else {
-      std::fprintf(stderr, "usage: line_latency [-n ROUND_TRIPS] [-r REPS]\n");
-      return 2;
-    }
-  }
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  sched_getaffinity(0, sizeof allowed, &allowed);
-  std::vector<int> cpus;
-  for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c)
-    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  chorus::bench::parseCountAndReps(argc, argv, "line_latency",
+                                   "line_latency [-n ROUND_TRIPS] [-r REPS]", &trips, &reps);
+  const std::vector<int> cpus = chorus::bench::firstTwoCpus();
   if (cpus.size() < 2) {
     std::printf("line_latency one-way-ns n/a\n");
     return 0;
   }
 
-  Line ping, pong;
+  Counter ping, pong;
   std::vector<double> oneWay;
   long base = 0;
   std::thread echo([&] {
     pinTo(cpus[1]);
     for (long i = 1; i <= trips * reps; ++i) {
-      awaitValue(ping, i);
+      awaitAtLeast(ping, i);
       pong.value.store(i, std::memory_order_release);
     }
   });
@@ -106,7 +54,7 @@ int main(int argc, char** argv) {
     const auto start = std::chrono::steady_clock::now();
     for (long i = base + 1; i <= base + trips; ++i) {
       ping.value.store(i, std::memory_order_release);
-      awaitValue(pong, i);
+      awaitAtLeast(pong, i);
     }
     const auto end = std::chrono::steady_clock::now();
     base += trips;

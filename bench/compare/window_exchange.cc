@@ -19,21 +19,18 @@
 // queue, plans, the executor) is not here: chorus-perf measures that.
 //
 // Fewer than two CPUs: prints "window_exchange n/a" and exits 0.
-#include <pthread.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <string_view>
 #include <thread>
 #include <vector>
 
+#include "bench/compare/cpu_pair.h"
 #include "transports/shm/shm_window.h"
 
 namespace {
@@ -42,18 +39,10 @@ using chorus::HostWindow;
 using chorus::Status;
 using chorus::WaitPolicy;
 using chorus::WindowHeader;
+using chorus::bench::awaitAtLeast;
+using chorus::bench::Counter;
+using chorus::bench::pinTo;
 using Clock = std::chrono::steady_clock;
-
-void pinTo(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-}
-
-struct alignas(64) Counter {
-  std::atomic<long> value{0};
-};
 
 [[noreturn]] void die(const char* what, const Status& st) {
   std::fprintf(stderr, "window_exchange: %s: %s\n", what, st.toString().c_str());
@@ -95,23 +84,9 @@ void calls(HostWindow& w, int rank, uint64_t first, uint64_t last, const WaitPol
 void pingPong(Counter& mine, Counter& theirs, long first, long last, bool starts) {
   for (long i = first; i <= last; ++i) {
     if (starts) mine.value.store(i, std::memory_order_release);
-    while (theirs.value.load(std::memory_order_acquire) < i) {
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
-    }
+    awaitAtLeast(theirs, i);
     if (!starts) mine.value.store(i, std::memory_order_release);
   }
-}
-
-long parse(const char* text, const char* flag) {
-  char* end = nullptr;
-  const long v = std::strtol(text, &end, 10);
-  if (!end || *end || v <= 0) {
-    std::fprintf(stderr, "window_exchange: %s needs a positive number, not '%s'\n", flag, text);
-    std::exit(2);
-  }
-  return v;
 }
 
 double median(std::vector<double> v) {
@@ -123,22 +98,9 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   long n = 200000, rounds = 5;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    if ((a == "-n" || a == "-r") && i + 1 < argc) {
-      (a == "-n" ? n : rounds) = parse(argv[i + 1], argv[i]);
-      ++i;
-    } else {
-      std::fprintf(stderr, "usage: window_exchange [-n CALLS] [-r ROUNDS]\n");
-      return 2;
-    }
-  }
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  sched_getaffinity(0, sizeof allowed, &allowed);
-  std::vector<int> cpus;
-  for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c)
-    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  chorus::bench::parseCountAndReps(argc, argv, "window_exchange",
+                                   "window_exchange [-n CALLS] [-r ROUNDS]", &n, &rounds);
+  const std::vector<int> cpus = chorus::bench::firstTwoCpus();
   if (cpus.size() < 2) {
     std::printf("window_exchange n/a\n");
     return 0;
