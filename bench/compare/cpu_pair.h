@@ -49,7 +49,7 @@ inline void awaitAtLeast(const Counter& c, long v) {
 /// -n COUNT and -r REPS, both positive; anything else prints `usage` and exits 2.
 inline void parseCountAndReps(int argc, char** argv, const char* tool, const char* usage,
                               long* count, long* reps) {
-  for (int i = 1; i < argc; ++i) {
+  for (int i = 1; i < argc; i += 2) {
     const std::string_view a = argv[i];
     if ((a != "-n" && a != "-r") || i + 1 >= argc) {
       std::fprintf(stderr, "usage: %s\n", usage);
@@ -63,7 +63,6 @@ inline void parseCountAndReps(int argc, char** argv, const char* tool, const cha
       std::exit(2);
     }
     *(a == "-n" ? count : reps) = v;
-    ++i;
   }
 }
 
