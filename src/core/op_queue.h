@@ -12,10 +12,10 @@
 //     post or test as soon as its peers' data is there. A part-run request stays at the head
 //     until it completes, and whoever runs it next (a waiter, the progress thread) resumes it.
 //     Where requests can run in parts (setStartEarly), the thread that has just completed one
-//     also advances the next before it returns: in a two-rank exchange the time per call is the
-//     peer's cache-line latency plus the work between seeing the peer's data for call s and
-//     publishing call s+1, and that work no longer includes returning to the caller, freeing
-//     the request and starting the next wait.
+//     also advances the next before it returns, so the next call's data goes out before the
+//     return to the caller, the request's release and the next wait rather than after them
+//     (a small gain when the core-to-core latency is low, none when it is high:
+//     docs/performance.md).
 // An operation is popped only while the execution lock is held, which keeps the order.
 //
 // Waking the progress thread costs a system call on the caller and a context switch; for a
