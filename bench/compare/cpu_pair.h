@@ -46,6 +46,16 @@ inline void awaitAtLeast(const Counter& c, long v) {
   }
 }
 
+/// Hands the counter back and forth for values first..last: the side that `starts` writes
+/// each value and waits for the other's echo; the other waits for it and echoes it.
+inline void pingPong(Counter& mine, const Counter& theirs, long first, long last, bool starts) {
+  for (long i = first; i <= last; ++i) {
+    if (starts) mine.value.store(i, std::memory_order_release);
+    awaitAtLeast(theirs, i);
+    if (!starts) mine.value.store(i, std::memory_order_release);
+  }
+}
+
 /// -n COUNT and -r REPS, both positive; anything else prints `usage` and exits 2.
 inline void parseCountAndReps(int argc, char** argv, const char* tool, const char* usage,
                               long* count, long* reps) {

@@ -25,8 +25,8 @@
 
 #include "bench/compare/cpu_pair.h"
 
-using chorus::bench::awaitAtLeast;
 using chorus::bench::Counter;
+using chorus::bench::pingPong;
 using chorus::bench::pinTo;
 
 int main(int argc, char** argv) {
@@ -44,18 +44,12 @@ int main(int argc, char** argv) {
   long base = 0;
   std::thread echo([&] {
     pinTo(cpus[1]);
-    for (long i = 1; i <= trips * reps; ++i) {
-      awaitAtLeast(ping, i);
-      pong.value.store(i, std::memory_order_release);
-    }
+    pingPong(pong, ping, 1, trips * reps, false);
   });
   pinTo(cpus[0]);
   for (long r = 0; r < reps; ++r) {
     const auto start = std::chrono::steady_clock::now();
-    for (long i = base + 1; i <= base + trips; ++i) {
-      ping.value.store(i, std::memory_order_release);
-      awaitAtLeast(pong, i);
-    }
+    pingPong(ping, pong, base + 1, base + trips, true);
     const auto end = std::chrono::steady_clock::now();
     base += trips;
     oneWay.push_back(std::chrono::duration<double, std::nano>(end - start).count() / trips / 2);

@@ -39,8 +39,8 @@ using chorus::HostWindow;
 using chorus::Status;
 using chorus::WaitPolicy;
 using chorus::WindowHeader;
-using chorus::bench::awaitAtLeast;
 using chorus::bench::Counter;
+using chorus::bench::pingPong;
 using chorus::bench::pinTo;
 using Clock = std::chrono::steady_clock;
 
@@ -78,14 +78,6 @@ void calls(HostWindow& w, int rank, uint64_t first, uint64_t last, const WaitPol
                    static_cast<unsigned long long>(s));
       std::exit(1);
     }
-  }
-}
-
-void pingPong(Counter& mine, Counter& theirs, long first, long last, bool starts) {
-  for (long i = first; i <= last; ++i) {
-    if (starts) mine.value.store(i, std::memory_order_release);
-    awaitAtLeast(theirs, i);
-    if (!starts) mine.value.store(i, std::memory_order_release);
   }
 }
 
