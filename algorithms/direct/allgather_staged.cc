@@ -78,6 +78,7 @@ cost::Traffic stagedAllGatherTraffic(sched::Coll coll, double N, const cost::Cos
   t.copyBytes = (n + 1) * N;
   t.waits = 2 * R + 1;
   t.workingSet = N / 8;
+  t.lineTransfers = t.waits;  // each wait sees a peer's flag
   return t;
 }
 

@@ -116,6 +116,7 @@ cost::Traffic twoShotStagedTraffic(sched::Coll coll, double N, const cost::CostI
   t.reduceBytes = (n - 1) * (full * std::ceil(round / n) + std::ceil(last / n));
   t.waits = 2 * R + 1;
   t.workingSet = N / 8;
+  t.lineTransfers = t.waits;  // each wait sees a peer's flag
   return t;
 }
 

@@ -25,7 +25,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr const char* kMagic = "chorus-calibration 1";
+constexpr const char* kMagic = "chorus-calibration 2";
 constexpr const char* kFileName = "calibration";
 // Rates outside this range are not a measurement of a CPU (GB/s).
 constexpr double kMinRate = 0.05, kMaxRate = 10000;
@@ -116,6 +116,8 @@ Status checkDir(const std::string& dir) {
 }
 
 bool validRate(double v) { return std::isfinite(v) && v >= kMinRate && v <= kMaxRate; }
+// A link term: 0 (not measured) or a plausible time or rate.
+bool validTerm(double v) { return v == 0 || (std::isfinite(v) && v >= 1e-4 && v <= 1e6); }
 
 }  // namespace
 
@@ -197,18 +199,25 @@ StatusOr<HostCalibration> readCacheFile(const std::string& dir, const std::strin
     const char* name;
     double* value;
   };
-  const Field fields[] = {{"membw", &c.memBwGBps}, {"cachebw", &c.cacheBwGBps},
-                          {"copy", &c.copyGBps}, {"reduce", &c.reduceGBps}};
-  for (const Field& f : fields) {
+  const Field rates[] = {{"membw", &c.memBwGBps}, {"cachebw", &c.cacheBwGBps},
+                         {"copy", &c.copyGBps}, {"reduce", &c.reduceGBps}};
+  const Field terms[] = {{"line_ns", &c.links.lineNs}, {"handoff_us", &c.links.handoffUs},
+                         {"tcp_latency_us", &c.links.tcpLatencyUs},
+                         {"tcp_bw", &c.links.tcpBwGBps}};
+  auto field = [&](const Field& f, bool rate) -> Status {
     if (!std::getline(in, line)) return bad(std::string("no ") + f.name + " line");
     const std::string prefix = std::string(f.name) + " ";
     if (line.rfind(prefix, 0) != 0) return bad("expected '" + prefix + "...', got '" + line + "'");
     const std::string num = line.substr(prefix.size());
     char* stop = nullptr;
     *f.value = std::strtod(num.c_str(), &stop);
-    if (num.empty() || *stop != '\0' || !validRate(*f.value))
-      return bad(std::string(f.name) + " '" + num + "' is not a rate in GB/s");
-  }
+    if (num.empty() || *stop != '\0' || !(rate ? validRate(*f.value) : validTerm(*f.value)))
+      return bad(std::string(f.name) + " '" + num + "' is not " +
+                 (rate ? "a rate in GB/s" : "0 or a measured time or rate"));
+    return Status();
+  };
+  for (const Field& f : rates) CHORUS_RETURN_IF_ERROR(field(f, true));
+  for (const Field& f : terms) CHORUS_RETURN_IF_ERROR(field(f, false));
   if (std::getline(in, line) && !line.empty()) return bad("trailing '" + line + "'");
   return c;
 }
@@ -219,11 +228,13 @@ Status writeCacheFile(const std::string& dir, const std::string& key, const Host
   std::string tmp = dir + "/" + kFileName + ".XXXXXX";
   const int fd = ::mkstemp(tmp.data());
   if (fd < 0) return errnoStatus("mkstemp", tmp);
-  char body[512];
-  const int len = std::snprintf(body, sizeof body,
-                                "%s\nkey %s\nmembw %.6g\ncachebw %.6g\ncopy %.6g\nreduce %.6g\n",
-                                kMagic, key.c_str(), c.memBwGBps, c.cacheBwGBps, c.copyGBps,
-                                c.reduceGBps);
+  char body[768];
+  const int len = std::snprintf(
+      body, sizeof body,
+      "%s\nkey %s\nmembw %.6g\ncachebw %.6g\ncopy %.6g\nreduce %.6g\nline_ns %.6g\n"
+      "handoff_us %.6g\ntcp_latency_us %.6g\ntcp_bw %.6g\n",
+      kMagic, key.c_str(), c.memBwGBps, c.cacheBwGBps, c.copyGBps, c.reduceGBps, c.links.lineNs,
+      c.links.handoffUs, c.links.tcpLatencyUs, c.links.tcpBwGBps);
   Status s;
   if (len <= 0 || static_cast<size_t>(len) >= sizeof body)
     s = invalidArgument("calibration cache: key too long");
@@ -246,12 +257,33 @@ HostCalibration calibrateHost(const std::string& dir, const std::string& key, st
   }
   // 4 MiB buffers (8 MiB in all, on 4 KiB pages) exceed one core's share of most last-level
   // caches; 64 KiB fit every L2. Faulting and filling them is most of the cost (what it took on
-  // the development VM: docs/performance.md); repetitions stop at the 15 ms budget.
+  // the development VM: docs/performance.md); repetitions stop at the 15 ms budget. The link
+  // probes take about 10 ms and give up at 100 ms.
+  const auto t0 = Clock::now();
   HostCalibration c = measureHost(4 << 20, 64 << 10, 15);
+  c.links = measureLinks(100);
+  c.measureMs = msSince(t0);
   const Status w = writeCacheFile(dir, key, c);
   *note = "measured (" + cached.status().message() + "); " +
           (w.ok() ? "written to " + dir + "/" + kFileName : "not cached: " + w.message());
   return c;
+}
+
+void applyCalibration(const HostCalibration& c, uint64_t cacheBytes, CostModel* model) {
+  HostConstants h = model->host();
+  if (c.memBwGBps > 0) h.memBwGBps = c.memBwGBps;
+  if (c.cacheBwGBps > 0) h.cacheBwGBps = std::max(c.cacheBwGBps, h.memBwGBps);
+  if (cacheBytes > 0) h.cacheBytes = cacheBytes;
+  if (c.links.lineNs > 0) h.lineUs = c.links.lineNs / 1e3;
+  if (c.links.handoffUs > 0) h.contextSwitchUs = c.links.handoffUs;
+  model->setHost(h);
+  LinkConstants tcp = model->constants(LinkClass::kTcpLoopback);
+  // The half round trip holds a send's and a receive's CPU time besides the hop (the model's
+  // convention, fitFromPingPong()).
+  if (c.links.tcpLatencyUs > 0)
+    tcp.latencyUs = std::max(0.01, c.links.tcpLatencyUs - 2 * tcp.stepOverheadUs);
+  if (c.links.tcpBwGBps > 0) tcp.bandwidthGBps = c.links.tcpBwGBps;
+  model->setConstants(LinkClass::kTcpLoopback, tcp);
 }
 
 }  // namespace chorus::cost

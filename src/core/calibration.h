@@ -1,6 +1,8 @@
-// Self-calibration of the cost model's memory terms: a short measurement of the executor's own
-// copy and reduce kernels, beyond the cache and within it, made by one rank per host at
-// communicator creation and cached per host and boot in a file so that repeated jobs pay once.
+// Self-calibration of the cost model's memory and link terms: a short measurement of the
+// executor's own copy and reduce kernels, beyond the cache and within it, and of what a cache
+// line between two CPUs, a CPU shared by two waiters and a loopback TCP connection cost, made
+// by one rank per host at communicator creation and cached per host and boot in a file so that
+// repeated jobs pay once.
 //
 // The model prices a call's memory traffic as (2 x copied + 3 x reduced bytes) / rate, the rate
 // being HostConstants::cacheBwGBps for working sets within cacheBytes and memBwGBps beyond. The
@@ -24,16 +26,38 @@
 #include <string>
 
 #include "src/base/status.h"
+#include "src/cost/cost_model.h"
 #include "src/cost/machine.h"
 
 namespace chorus::cost {
 
-/// One host's measured memory rates (GB/s of read + written traffic, one core).
+/// One host's link terms, measured by two threads of the measuring process (measureLinks);
+/// 0 where a term could not be measured (one allowed CPU, no loopback TCP, out of time): the
+/// cost model keeps its table value for it.
+struct LinkCalibration {
+  /// One-way transfer of a written cache line between the first two CPUs this process may run
+  /// on (a counter handed back and forth; median of batches), ns: the host window's unit cost.
+  double lineNs = 0;
+  /// One hand-over of a CPU between two threads pinned to it that wait by sched_yield, as
+  /// ranks on a shared core do (median of batches), µs.
+  double handoffUs = 0;
+  /// Loopback TCP (TCP_NODELAY) between threads on the two CPUs: half a round trip of 8 B, µs,
+  /// and the rate of each direction while both stream 4 MiB at once, GB/s.
+  double tcpLatencyUs = 0;
+  double tcpBwGBps = 0;
+};
+
+/// Measures the link terms within `budgetMs` (each probe gives up, reporting 0, when the
+/// deadline passes). About 10 ms on the development VM.
+LinkCalibration measureLinks(double budgetMs);
+
+/// One host's measured memory rates (GB/s of read + written traffic, one core) and link terms.
 struct HostCalibration {
   double memBwGBps = 0;    ///< copy + reduce mix beyond the cache (the model's memBwGBps)
   double cacheBwGBps = 0;  ///< the same mix within the cache (the model's cacheBwGBps)
   double copyGBps = 0;     ///< copy alone beyond the cache (2 x bytes / time), for the record
   double reduceGBps = 0;   ///< float32 sum alone beyond the cache (3 x bytes / time)
+  LinkCalibration links;
   double measureMs = 0;    ///< how long the measurement took (when this process measured)
   Source source = Source::kCalibrated;  ///< kCalibrated or kCachedFile
 };
@@ -56,8 +80,14 @@ StatusOr<HostCalibration> readCacheFile(const std::string& dir, const std::strin
 /// Stores `c` under `key` in `dir` (made 0700 when missing); an error names the call and path.
 Status writeCacheFile(const std::string& dir, const std::string& key, const HostCalibration& c);
 
-/// readCacheFile(), else measureHost() with the defaults and writeCacheFile(). Never fails:
-/// `note` says what happened to the file ("read", "written", or why neither).
+/// readCacheFile(), else measureHost() and measureLinks() with the defaults and
+/// writeCacheFile(). Never fails: `note` says what happened to the file ("read", "written", or
+/// why neither).
 HostCalibration calibrateHost(const std::string& dir, const std::string& key, std::string* note);
+
+/// `model` with `c`'s terms in place of the table's (docs/design.md, "Self-sizing and
+/// self-calibration", says how each term is used): the memory rates, the cache rule
+/// `cacheBytes`, and each measured link term (a 0 keeps the model's value).
+void applyCalibration(const HostCalibration& c, uint64_t cacheBytes, CostModel* model);
 
 }  // namespace chorus::cost

@@ -66,6 +66,10 @@ std::vector<uint8_t> Vote::encode() const {
   std::memcpy(out.data() + 12, &memBwGBps, 4);
   std::memcpy(out.data() + 16, &cacheBwGBps, 4);
   std::memcpy(out.data() + 20, &cacheKiB, 4);
+  std::memcpy(out.data() + 24, &lineNs, 4);
+  std::memcpy(out.data() + 28, &handoffUs, 4);
+  std::memcpy(out.data() + 32, &tcpLatencyUs, 4);
+  std::memcpy(out.data() + 36, &tcpBwGBps, 4);
   return out;
 }
 
@@ -82,9 +86,13 @@ StatusOr<Vote> Vote::decode(const std::vector<uint8_t>& in) {
   std::memcpy(&v.memBwGBps, in.data() + 12, 4);
   std::memcpy(&v.cacheBwGBps, in.data() + 16, 4);
   std::memcpy(&v.cacheKiB, in.data() + 20, 4);
-  if (!std::isfinite(v.memBwGBps) || !std::isfinite(v.cacheBwGBps) || v.memBwGBps < 0 ||
-      v.cacheBwGBps < 0)
-    return invalidUsage("bootstrap: a rank voted for a memory rate that is not a rate");
+  std::memcpy(&v.lineNs, in.data() + 24, 4);
+  std::memcpy(&v.handoffUs, in.data() + 28, 4);
+  std::memcpy(&v.tcpLatencyUs, in.data() + 32, 4);
+  std::memcpy(&v.tcpBwGBps, in.data() + 36, 4);
+  for (float x : {v.memBwGBps, v.cacheBwGBps, v.lineNs, v.handoffUs, v.tcpLatencyUs, v.tcpBwGBps})
+    if (!std::isfinite(x) || x < 0)
+      return invalidUsage("bootstrap: a rank voted for a calibrated term that is not a time or rate");
   return v;
 }
 
@@ -130,18 +138,26 @@ tune::Agreement Vote::combine(const std::vector<Vote>& votes, uint64_t chunkByte
   return a;
 }
 
-cost::HostConstants Vote::hostTerms(const std::vector<Vote>& votes, cost::HostConstants base) {
-  float mem = 0, cache = 0;
+void Vote::applyHostTerms(const std::vector<Vote>& votes, cost::CostModel* model) {
+  // Per term, over the votes that carry it: the lowest rate, or the longest time.
+  auto lowest = [](float acc, float v) { return v > 0 ? (acc > 0 ? std::min(acc, v) : v) : acc; };
+  auto longest = [](float acc, float v) { return std::max(acc, v); };
+  cost::HostCalibration c;
+  float mem = 0, cache = 0, line = 0, handoff = 0, tcpLat = 0, tcpBw = 0;
   uint32_t kib = 0;
   for (const Vote& v : votes) {
-    if (v.memBwGBps > 0) mem = mem > 0 ? std::min(mem, v.memBwGBps) : v.memBwGBps;
-    if (v.cacheBwGBps > 0) cache = cache > 0 ? std::min(cache, v.cacheBwGBps) : v.cacheBwGBps;
+    mem = lowest(mem, v.memBwGBps);
+    cache = lowest(cache, v.cacheBwGBps);
     if (v.cacheKiB > 0) kib = kib > 0 ? std::min(kib, v.cacheKiB) : v.cacheKiB;
+    line = longest(line, v.lineNs);
+    handoff = longest(handoff, v.handoffUs);
+    tcpLat = longest(tcpLat, v.tcpLatencyUs);
+    tcpBw = lowest(tcpBw, v.tcpBwGBps);
   }
-  if (mem > 0) base.memBwGBps = mem;
-  if (cache > 0) base.cacheBwGBps = std::max(cache, mem);
-  if (kib > 0) base.cacheBytes = static_cast<uint64_t>(kib) << 10;
-  return base;
+  c.memBwGBps = mem;
+  c.cacheBwGBps = cache;
+  c.links = {line, handoff, tcpLat, tcpBw};
+  cost::applyCalibration(c, static_cast<uint64_t>(kib) << 10, model);
 }
 
 Communicator::Communicator(int rank, int nranks)
@@ -234,7 +250,7 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::create(
     decoded.push_back(d);
   }
   c->agreed_ = Vote::combine(decoded, c->chunkBytes_);
-  c->model_.setHost(Vote::hostTerms(decoded, c->model_.host()));
+  Vote::applyHostTerms(decoded, &c->model_);
   CHORUS_RETURN_IF_ERROR(c->setupWindow());
   c->finishSetup();
   CHORUS_RETURN_IF_ERROR(c->calibrate());
@@ -366,11 +382,18 @@ Status Communicator::selfCalibrate(Vote* mine) {
   mine->memBwGBps = static_cast<float>(cal.memBwGBps);
   mine->cacheBwGBps = static_cast<float>(cal.cacheBwGBps);
   mine->cacheKiB = static_cast<uint32_t>(std::min<uint64_t>(sizes.cacheBytes >> 10, UINT32_MAX));
+  mine->lineNs = static_cast<float>(cal.links.lineNs);
+  mine->handoffUs = static_cast<float>(cal.links.handoffUs);
+  mine->tcpLatencyUs = static_cast<float>(cal.links.tcpLatencyUs);
+  mine->tcpBwGBps = static_cast<float>(cal.links.tcpBwGBps);
   CHORUS_LOG(INFO, TUNE) << "self-calibration (" << cost::sourceName(cal.source) << "): memory "
                          << cal.memBwGBps << " GB/s beyond the cache (copy " << cal.copyGBps
                          << ", reduce " << cal.reduceGBps << "), " << cal.cacheBwGBps
                          << " GB/s within " << cost::sizeText(sizes.cacheBytes) << " ("
-                         << cost::sourceName(sizes.cacheSource) << "); " << note << "; "
+                         << cost::sourceName(sizes.cacheSource) << "); cache line between cores "
+                         << cal.links.lineNs << " ns, core hand-over " << cal.links.handoffUs
+                         << " us, loopback TCP " << cal.links.tcpLatencyUs << " us / "
+                         << cal.links.tcpBwGBps << " GB/s (0: not measured); " << note << "; "
                          << std::chrono::duration<double, std::milli>(
                                 std::chrono::steady_clock::now() - started).count()
                          << " ms";

@@ -14,7 +14,7 @@ namespace chorus {
 
 /// One rank's vote in the agreement at creation (comm_create.cc).
 struct Vote {
-  static constexpr size_t kBytes = 24;
+  static constexpr size_t kBytes = 40;
   uint8_t flags = 0;
   cost::LinkClass intra = cost::LinkClass::kShm;
   cost::LinkClass inter = cost::LinkClass::kEthernet;
@@ -24,6 +24,8 @@ struct Vote {
   /// (cost/machine.h); 0 from every other rank and when CHORUS_TUNE=off.
   float memBwGBps = 0, cacheBwGBps = 0;
   uint32_t cacheKiB = 0;
+  /// The leader's measured link terms (cost::LinkCalibration; 0: not measured).
+  float lineNs = 0, handoffUs = 0, tcpLatencyUs = 0, tcpBwGBps = 0;
 
   static Vote of(const Peers& peers, uint32_t cores, uint32_t nicMbps);
   std::vector<uint8_t> encode() const;
@@ -31,9 +33,10 @@ struct Vote {
   /// Everyone's votes into what the communicator relies on; `window.slotBytes` is 1 when a
   /// host window may be made (setupWindow() then fills its geometry), 0 otherwise.
   static tune::Agreement combine(const std::vector<Vote>& votes, uint64_t chunkBytes);
-  /// `base` with the slowest calibrated host's rates and the smallest derived cache of the
-  /// leaders' votes (the busiest host sets a collective's time); `base` when none voted any.
-  static cost::HostConstants hostTerms(const std::vector<Vote>& votes, cost::HostConstants base);
+  /// Puts the slowest calibrated host's terms (lowest rates, longest times) and the smallest
+  /// derived cache of the leaders' votes into `model` (the busiest host sets a collective's
+  /// time); a term nobody voted keeps the model's value.
+  static void applyHostTerms(const std::vector<Vote>& votes, cost::CostModel* model);
 };
 
 /// What this rank's host offers: cores, and the speed of the rank's nearest NIC (Mb/s, 0 when

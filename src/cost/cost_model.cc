@@ -25,8 +25,14 @@ namespace {
 //        26 µs give 3 µs of CPU per message and 3 µs per hop (with the 2 µs call overhead);
 //        large rings stream ~5 GB/s per rank, all of it CPU (kernel copies).
 //   host: a core reduces at ~30 GB/s of traffic beyond its L2 (kernels bench: 36-44 GB/s with
-//        2 threads) and ~100 GB/s within; 4 ranks on 2 cores add ~2.5 µs per wait (8 B staged:
-//        0.2 -> 2.75 µs).
+//        2 threads) and ~100 GB/s within. The host window: the executor's steps around a
+//        staged call ~0.1 µs (bench/compare/window_exchange: the library's call against the
+//        bare exchange) and a line transfer between the two cores 56-70 ns at the VM's low
+//        floor (bench/compare/line_latency; 166-310 ns at other times: the self-calibration
+//        measures it). 4 ranks on 2 cores added ~2.5 µs per wait in the 2026-11-21 tables,
+//        the table's 6 hand-overs of 0.42 µs; by 2026-11-28 the same VM measured 10-18 µs for
+//        a 4-rank 8 B call and 1.7-3.4 µs per hand-over of a core between two threads by
+//        sched_yield, which is what the self-calibration gives a job instead.
 // Ethernet, InfiniBand, NVLink and PCIe are textbook values for now (25 GbE kernel TCP, HDR IB
 // verbs, A100-class NVLink, PCIe gen4 x16), to be calibrated where such hardware exists.
 constexpr LinkConstants kDefaultLinks[kNumLinkClasses] = {
@@ -40,7 +46,8 @@ constexpr LinkConstants kDefaultLinks[kNumLinkClasses] = {
 };
 constexpr HostConstants kDefaultHost = {
     /*memBwGBps=*/36, /*cacheBwGBps=*/100, /*cacheBytes=*/512 << 10,
-    /*callOverheadUs=*/2, /*stagedCallUs=*/0.2, /*contextSwitchUs=*/2.5};
+    /*callOverheadUs=*/2, /*stagedCallUs=*/0.1, /*lineUs=*/0.06,
+    /*contextSwitchUs=*/0.42};
 
 constexpr uint64_t kKiB = 1024, kMiB = 1024 * 1024;
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -163,6 +170,7 @@ Status CostModel::applyOverrides(std::string_view spec) {
       else if (field == "cache") h.cacheBytes = static_cast<uint64_t>(v);
       else if (field == "call") h.callOverheadUs = v;
       else if (field == "staged") h.stagedCallUs = v;
+      else if (field == "line") h.lineUs = v;
       else if (field == "ctx") h.contextSwitchUs = v;
       else return bad();
       if ((field == "membw" || field == "cachebw") && v <= 0)
@@ -196,7 +204,8 @@ Breakdown CostModel::explain(const Traffic& t, const CostInput& raw) const {
           : 1.0;
   const bool multiHost = in.hosts > 1;
 
-  b.callUs = share * (t.staged ? host_.stagedCallUs : host_.callOverheadUs);
+  b.callUs = share * (t.staged ? host_.stagedCallUs : host_.callOverheadUs) +
+             t.lineTransfers * host_.lineUs;
   b.latencyUs = t.hops * (multiHost ? lx.latencyUs : li.latencyUs);
   const double messages = t.messages + 2 * t.headerPeers;
   const double perMessage = multiHost ? (1 - t.interShare) * li.stepOverheadUs +
@@ -226,7 +235,7 @@ Breakdown CostModel::explain(const Traffic& t, const CostInput& raw) const {
     const double nicGet = usFor(interShare * t.getBytes * in.ranksPerHost, lx.bandwidthGBps);
     b.oneSidedUs = share * (intraGet + t.gets * li.getOverheadUs) + nicGet;
   }
-  b.waitUs = share > 1 ? t.waits * host_.contextSwitchUs : 0;
+  b.waitUs = share > 1 ? t.waits * 3 * share * host_.contextSwitchUs : 0;
   return b;
 }
 
@@ -245,9 +254,9 @@ std::string CostModel::constantsTable() const {
   }
   std::snprintf(line, sizeof line,
                 "# host: membw %.1f GB/s, cache bw %.1f GB/s within %s, call %.2f us, staged "
-                "call %.2f us, context switch %.2f us\n",
+                "call %.2f us, line %.3f us, context switch %.2f us\n",
                 host_.memBwGBps, host_.cacheBwGBps, sizeText(host_.cacheBytes).c_str(),
-                host_.callOverheadUs, host_.stagedCallUs, host_.contextSwitchUs);
+                host_.callOverheadUs, host_.stagedCallUs, host_.lineUs, host_.contextSwitchUs);
   o << line;
   return o.str();
 }

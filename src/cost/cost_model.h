@@ -8,7 +8,8 @@
 // over intra-host links and bytes through its host's NIC, one-sided reads, local copies and
 // reductions, blocking waits. Constants turn that into time:
 //
-//   call      per-call executor overhead (window plans: their own, much smaller one)
+//   call      per-call executor overhead (window plans: their own, much smaller one), plus
+//             the cache-line transfers between cores on the call's path x lineUs
 //   latency   hops x latencyUs of the slowest link class involved
 //   messages  messages x stepOverheadUs (CPU per message, sender and receiver each)
 //   wire      max(intra bytes / intra bandwidth, NIC bytes / inter bandwidth), plus a chain's
@@ -16,7 +17,11 @@
 //   memory    (2 x copied + 3 x reduced bytes + 2 x the bytes quantization kernels touch)
 //             / memory bandwidth (cache or DRAM by working set)
 //   one-sided read bytes / intra bandwidth + reads x getOverheadUs
-//   waits     waits x contextSwitchUs, only when the host's ranks outnumber its cores
+//   waits     waits x 3 x ceil(ranksPerHost / cores) x contextSwitchUs, only when the host's
+//             ranks outnumber its cores: a waiter hands its core to each of the core's other
+//             ranks and back, and does so again while the rank it waits for, on another
+//             core, has not had its turn yet (fitted: 4 ranks on 2 cores took 10-18 µs a
+//             call of one wait where one hand-over measured 1.7-2.7 µs)
 //
 // Time-sharing: with more ranks on a host than cores, every rank's CPU work (call, messages,
 // memory, one-sided reads, and the cpuShare of wire time that is really the CPU copying, as
@@ -80,11 +85,13 @@ struct HostConstants {
   uint64_t cacheBytes = 1 << 20;
   /// Executor overhead per call: plan lookup, per-peer state, headers posted.
   double callOverheadUs = 2;
-  /// Per call of a plan that runs through the host window (no messages): publish a word, see
-  /// every peer's.
-  double stagedCallUs = 0.2;
-  /// Per blocking wait when the host's ranks outnumber its cores (yield / futex hand-over).
-  double contextSwitchUs = 2.5;
+  /// Per call of a plan that runs through the host window (no messages): the executor's own
+  /// steps around publishing a word and seeing every peer's; the line transfers come on top.
+  double stagedCallUs = 0.1;
+  /// One-way transfer of a written cache line from one core to another (Traffic::lineTransfers).
+  double lineUs = 0.06;
+  /// One hand-over of a core between two ranks waiting on it by sched_yield (see "waits").
+  double contextSwitchUs = 0.42;
 };
 
 /// The layout and links a prediction is for.
@@ -126,6 +133,9 @@ struct Traffic {
   double gets = 0;          ///< one-sided read calls
   double quantBytes = 0;    ///< bytes of the call's type quantized or dequantized
   double workingSet = 0;    ///< bytes touched, for the cache rule
+  /// Cache-line transfers between cores, one after another, on the critical path (the host
+  /// window's flags and the first lines of what they publish).
+  double lineTransfers = 0;
   bool staged = false;      ///< runs through the host window only (no executor messages)
 };
 
@@ -155,7 +165,7 @@ class CostModel {
 
   /// Applies "class.field=value,..." overrides, e.g. "shm.latency=0.8,tcp-loopback.bw=3,
   /// host.membw=25". Link fields: latency, bw, step, get, cpu, nominal; host fields: membw,
-  /// cachebw, cache (bytes), call, staged, ctx. Unknown names or non-positive bandwidths are
+  /// cachebw, cache (bytes), call, staged, line, ctx. Unknown names or non-positive bandwidths are
   /// kInvalidArgument naming the item; nothing is applied then.
   Status applyOverrides(std::string_view spec);
 

@@ -226,13 +226,9 @@ bool printTuning(const topo::System& system, const TuneFlags& flags, int* exitCo
     return fail("CHORUS_TUNE='" + tune + "' is not off, auto or measure", 2);
   std::string calNote = "CHORUS_TUNE=off: the table";
   cost::HostCalibration cal;
-  cost::HostConstants host = model.host();
   if (tune != "off" && ranks > 1) {
     cal = cost::calibrateHost(cost::defaultCacheDir(), cost::hostKey(), &calNote);
-    host.memBwGBps = cal.memBwGBps;
-    host.cacheBwGBps = std::max(cal.cacheBwGBps, cal.memBwGBps);
-    host.cacheBytes = sizes->cacheBytes;
-    model.setHost(host);
+    cost::applyCalibration(cal, sizes->cacheBytes, &model);
   }
   if (Status s = model.applyOverrides(flags.constants); !s.ok()) return fail(s.message(), 2);
 
@@ -273,9 +269,21 @@ bool printTuning(const topo::System& system, const TuneFlags& flags, int* exitCo
     o << " in " << fixed1(cal.measureMs) << " ms";
   if (calibrated)
     o << "; copy " << fixed1(cal.copyGBps) << ", reduce " << fixed1(cal.reduceGBps) << " GB/s";
-  o << ")\n  " << calNote << "\n"
-    << "  link constants: table" << (tune == "measure" ? " (a job with CHORUS_TUNE=measure "
-                                                         "refits them by ping-pong)" : "")
+  o << ")\n";
+  auto term = [&](double v, const char* unit) {
+    char buf[48];
+    if (!calibrated) return std::string("table");
+    if (v <= 0) return std::string("not measured: table");
+    std::snprintf(buf, sizeof buf, "%.3g %s", v, unit);
+    return std::string(buf);
+  };
+  o << "  link terms (" << rates << "): cache line between cores "
+    << term(cal.links.lineNs, "ns") << ", core hand-over " << term(cal.links.handoffUs, "us")
+    << ", loopback TCP " << term(cal.links.tcpLatencyUs, "us") << " half round trip, "
+    << term(cal.links.tcpBwGBps, "GB/s") << " each way\n"
+    << "  " << calNote << "\n"
+    << "  other link constants: table" << (tune == "measure" ? " (a job with CHORUS_TUNE=measure "
+                                                               "refits them by ping-pong)" : "")
     << (flags.constants.empty() ? "" : "; --constants overrides what it names") << "\n";
   o << "\nCost model constants" << (flags.constants.empty() ? "" : " (with --constants)")
     << ":\n"

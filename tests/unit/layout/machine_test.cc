@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -132,6 +133,7 @@ HostCalibration sample() {
   c.cacheBwGBps = 71.25;
   c.copyGBps = 18.125;
   c.reduceGBps = 27.5;
+  c.links = {212.5, 3.125, 7.75, 3.5};
   return c;
 }
 
@@ -141,6 +143,52 @@ TEST(Calibration, MeasuresPositiveFiniteRates) {
   expectRates(c);
   EXPECT_EQ(c.source, Source::kCalibrated);
   EXPECT_GT(c.measureMs, 0);
+}
+
+TEST(Calibration, LinkTermsAreTimesAndRatesOrNotMeasured) {
+  // What is checked is that each term is 0 (not measured) or a plausible time or rate, and that
+  // the probes end within their budget, not what they measure.
+  const auto t0 = std::chrono::steady_clock::now();
+  const LinkCalibration l = measureLinks(200);
+  const double s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(s, 5.0);  // the 200 ms budget, with room for thread start-up on a loaded machine
+  for (double v : {l.lineNs, l.handoffUs, l.tcpLatencyUs, l.tcpBwGBps}) {
+    EXPECT_TRUE(std::isfinite(v)) << v;
+    EXPECT_GE(v, 0);
+  }
+  // One CPU is always there to be handed over.
+  EXPECT_GT(l.handoffUs, 0);
+  // A budget already spent measures nothing, and says so with zeros, at once.
+  const LinkCalibration none = measureLinks(0);
+  EXPECT_EQ(none.lineNs, 0);
+  EXPECT_EQ(none.handoffUs, 0);
+  EXPECT_EQ(none.tcpLatencyUs, 0);
+  EXPECT_EQ(none.tcpBwGBps, 0);
+}
+
+TEST(Calibration, AppliedTermsReplaceTheTablesAndZerosKeepThem) {
+  const CostModel table;
+  CostModel m;
+  applyCalibration(sample(), 2 << 20, &m);
+  EXPECT_DOUBLE_EQ(m.host().memBwGBps, 23.5);
+  EXPECT_DOUBLE_EQ(m.host().cacheBwGBps, 71.25);
+  EXPECT_EQ(m.host().cacheBytes, 2u << 20);
+  EXPECT_DOUBLE_EQ(m.host().lineUs, 0.2125);
+  EXPECT_DOUBLE_EQ(m.host().contextSwitchUs, 3.125);
+  const LinkConstants tcp = m.constants(LinkClass::kTcpLoopback);
+  EXPECT_DOUBLE_EQ(tcp.bandwidthGBps, 3.5);
+  // The half round trip less a send's and a receive's CPU time.
+  EXPECT_DOUBLE_EQ(tcp.latencyUs, 7.75 - 2 * tcp.stepOverheadUs);
+  EXPECT_EQ(m.constants(LinkClass::kShm).latencyUs, table.constants(LinkClass::kShm).latencyUs);
+  CostModel z;
+  applyCalibration(HostCalibration{}, 0, &z);
+  EXPECT_EQ(z.host().memBwGBps, table.host().memBwGBps);
+  EXPECT_EQ(z.host().lineUs, table.host().lineUs);
+  EXPECT_EQ(z.host().contextSwitchUs, table.host().contextSwitchUs);
+  EXPECT_EQ(z.host().cacheBytes, table.host().cacheBytes);
+  EXPECT_EQ(z.constants(LinkClass::kTcpLoopback).bandwidthGBps,
+            table.constants(LinkClass::kTcpLoopback).bandwidthGBps);
 }
 
 TEST(Calibration, KeyNamesCpuKernelBootVersionAndBuild) {
@@ -169,6 +217,19 @@ TEST(Calibration, FileRoundTripIsPrivate) {
   EXPECT_DOUBLE_EQ(got->cacheBwGBps, 71.25);
   EXPECT_DOUBLE_EQ(got->copyGBps, 18.125);
   EXPECT_DOUBLE_EQ(got->reduceGBps, 27.5);
+  EXPECT_DOUBLE_EQ(got->links.lineNs, 212.5);
+  EXPECT_DOUBLE_EQ(got->links.handoffUs, 3.125);
+  EXPECT_DOUBLE_EQ(got->links.tcpLatencyUs, 7.75);
+  EXPECT_DOUBLE_EQ(got->links.tcpBwGBps, 3.5);
+  // A term that could not be measured is stored as 0 and read back as 0.
+  HostCalibration partial = sample();
+  partial.links.lineNs = 0;
+  ASSERT_TRUE(writeCacheFile(sub, "key-b", partial).ok());
+  got = readCacheFile(sub, "key-b");
+  ASSERT_TRUE(got.ok()) << got.status().toString();
+  EXPECT_EQ(got->links.lineNs, 0);
+  EXPECT_DOUBLE_EQ(got->links.handoffUs, 3.125);
+  ASSERT_TRUE(writeCacheFile(sub, "key-a", sample()).ok());
   // calibrateHost takes the file as it is, without measuring.
   std::string note;
   const HostCalibration c = calibrateHost(sub, "key-a", &note);
@@ -178,20 +239,38 @@ TEST(Calibration, FileRoundTripIsPrivate) {
 }
 
 TEST(Calibration, CorruptFileIsMeasuredAndRewritten) {
-  const char* corrupt[] = {
+  const std::string ok = "chorus-calibration 2\nkey key-a\nmembw 1\ncachebw 1\ncopy 1\nreduce 1\n";
+  const std::string links = "line_ns 200\nhandoff_us 3\ntcp_latency_us 8\ntcp_bw 3\n";
+  const std::string corrupt[] = {
       "",
-      "chorus-calibration 1\nkey key-a\nmembw 20\n",                       // truncated
-      "chorus-calibration 1\nkey key-a\nmembw x\ncachebw 1\ncopy 1\nreduce 1\n",
-      "chorus-calibration 1\nkey key-a\nmembw inf\ncachebw 1\ncopy 1\nreduce 1\n",
-      "chorus-calibration 1\nkey key-a\nmembw -3\ncachebw 1\ncopy 1\nreduce 1\n",
-      "chorus-calibration 1\nkey key-a\nmembw 1e9\ncachebw 1\ncopy 1\nreduce 1\n",
-      "chorus-calibration 1\nkey key-a\ncachebw 1\nmembw 1\ncopy 1\nreduce 1\n",
-      "chorus-calibration 1\nkey key-a\nmembw 1\ncachebw 1\ncopy 1\nreduce 1\nmore\n",
-      "chorus-calibration 2\nkey key-a\nmembw 1\ncachebw 1\ncopy 1\nreduce 1\n",
+      "chorus-calibration 2\nkey key-a\nmembw 20\n",  // truncated
+      ok,                                            // no link terms
+      "chorus-calibration 2\nkey key-a\nmembw x\ncachebw 1\ncopy 1\nreduce 1\n" + links,
+      "chorus-calibration 2\nkey key-a\nmembw inf\ncachebw 1\ncopy 1\nreduce 1\n" + links,
+      "chorus-calibration 2\nkey key-a\nmembw -3\ncachebw 1\ncopy 1\nreduce 1\n" + links,
+      "chorus-calibration 2\nkey key-a\nmembw 1e9\ncachebw 1\ncopy 1\nreduce 1\n" + links,
+      "chorus-calibration 2\nkey key-a\ncachebw 1\nmembw 1\ncopy 1\nreduce 1\n" + links,
+      ok + links + "more\n",
+      ok + "line_ns -1\nhandoff_us 3\ntcp_latency_us 8\ntcp_bw 3\n",
+      ok + "line_ns 200\nhandoff_us nan\ntcp_latency_us 8\ntcp_bw 3\n",
+      ok + "line_ns 200\nhandoff_us 3\ntcp_latency_us 1e300\ntcp_bw 3\n",
+      ok + "line_ns 200\nhandoff_us 3\ntcp_bw 3\ntcp_latency_us 8\n",
+      // The first format (no link terms) is another format: measured again.
+      "chorus-calibration 1\nkey key-a\nmembw 1\ncachebw 1\ncopy 1\nreduce 1\n",
+      "chorus-calibration 3\nkey key-a\nmembw 1\ncachebw 1\ncopy 1\nreduce 1\n" + links,
       "\x7f\x45\x4c\x46 binary",
   };
+  // The well-formed file these vary is accepted.
+  {
+    CacheDir dir;
+    ASSERT_FALSE(dir.path().empty());
+    { std::ofstream(dir.file()) << ok + links; }
+    StatusOr<HostCalibration> got = readCacheFile(dir.path(), "key-a");
+    ASSERT_TRUE(got.ok()) << got.status().toString();
+    EXPECT_EQ(got->links.lineNs, 200);
+  }
   bool first = true;
-  for (const char* text : corrupt) {
+  for (const std::string& text : corrupt) {
     SCOPED_TRACE(text);
     CacheDir dir;
     ASSERT_FALSE(dir.path().empty());
