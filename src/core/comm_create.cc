@@ -359,12 +359,13 @@ std::optional<cost::HostCalibration> gHostCal;
 }  // namespace
 
 // Self-calibration (CHORUS_TUNE unset, auto or measure; not off). The leader of each host (its
-// lowest rank) takes the host's memory rates from the cache file or measures them
-// (cost::calibrateHost: once per host and boot; 34-150 ms cold on the busy development VM,
-// 0.25 ms from the file, docs/performance.md) and derives the cache rule from the detected
-// caches (cost::deriveSizes); its vote carries them, so the host's other ranks,
-// and every other host, learn them in the agreement's round without another bootstrap round.
-// Everyone then takes the slowest host's rates (Vote::hostTerms): one model on every rank.
+// lowest rank) takes the host's memory rates and link terms from the cache file or measures
+// them (cost::calibrateHost: once per host and boot; the memory rates 34-150 ms cold on the
+// busy development VM, the link probes 10-16 ms, 0.25 ms from the file, docs/performance.md)
+// and derives the cache rule from the detected caches (cost::deriveSizes); its vote carries
+// them, so the host's other ranks, and every other host, learn them in the agreement's round
+// without another bootstrap round. Everyone then takes the slowest host's terms
+// (Vote::applyHostTerms): one model on every rank.
 Status Communicator::selfCalibrate(Vote* mine) {
   CHORUS_ASSIGN_OR_RETURN(const std::string mode, tuneMode());
   if (mode == "off" || nranks_ < 2 || layout_->hostLeader(layout_->hostOf(rank_)) != rank_)
