@@ -79,6 +79,7 @@ cost::Traffic stagedAllGatherTraffic(sched::Coll coll, double N, const cost::Cos
   t.waits = 2 * R + 1;
   t.workingSet = N / 8;
   t.lineTransfers = t.waits;  // each wait sees a peer's flag
+  t.windowBytes = (n - 1) * N;  // every peer's part, from its area
   return t;
 }
 

@@ -74,6 +74,7 @@ cost::Traffic oneShotStagedTraffic(sched::Coll, double N, const cost::CostInput&
   // beyond what rides in the flag's line, the payload's first line after the flag (fitted on
   // the development VM: 8 B ~2.1 and 128 B ~3.2 line transfers beyond the executor's steps).
   t.lineTransfers = 2 + std::min(1.0, N / 64);
+  t.windowBytes = (n - 1) * N;  // every peer's input, from the core that wrote it
   return t;
 }
 

@@ -117,6 +117,8 @@ cost::Traffic twoShotStagedTraffic(sched::Coll coll, double N, const cost::CostI
   t.waits = 2 * R + 1;
   t.workingSet = N / 8;
   t.lineTransfers = t.waits;  // each wait sees a peer's flag
+  // The slices it reduces from the peers' areas, and the peers' reduced slices it copies out.
+  t.windowBytes = 2 * t.reduceBytes;
   return t;
 }
 

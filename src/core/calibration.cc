@@ -201,7 +201,8 @@ StatusOr<HostCalibration> readCacheFile(const std::string& dir, const std::strin
   };
   const Field rates[] = {{"membw", &c.memBwGBps}, {"cachebw", &c.cacheBwGBps},
                          {"copy", &c.copyGBps}, {"reduce", &c.reduceGBps}};
-  const Field terms[] = {{"line_ns", &c.links.lineNs}, {"handoff_us", &c.links.handoffUs},
+  const Field terms[] = {{"line_ns", &c.links.lineNs}, {"cross_core_bw", &c.links.crossCoreGBps},
+                         {"handoff_us", &c.links.handoffUs},
                          {"tcp_latency_us", &c.links.tcpLatencyUs},
                          {"tcp_bw", &c.links.tcpBwGBps}};
   auto field = [&](const Field& f, bool rate) -> Status {
@@ -232,9 +233,9 @@ Status writeCacheFile(const std::string& dir, const std::string& key, const Host
   const int len = std::snprintf(
       body, sizeof body,
       "%s\nkey %s\nmembw %.6g\ncachebw %.6g\ncopy %.6g\nreduce %.6g\nline_ns %.6g\n"
-      "handoff_us %.6g\ntcp_latency_us %.6g\ntcp_bw %.6g\n",
+      "cross_core_bw %.6g\nhandoff_us %.6g\ntcp_latency_us %.6g\ntcp_bw %.6g\n",
       kMagic, key.c_str(), c.memBwGBps, c.cacheBwGBps, c.copyGBps, c.reduceGBps, c.links.lineNs,
-      c.links.handoffUs, c.links.tcpLatencyUs, c.links.tcpBwGBps);
+      c.links.crossCoreGBps, c.links.handoffUs, c.links.tcpLatencyUs, c.links.tcpBwGBps);
   Status s;
   if (len <= 0 || static_cast<size_t>(len) >= sizeof body)
     s = invalidArgument("calibration cache: key too long");
@@ -275,6 +276,7 @@ void applyCalibration(const HostCalibration& c, uint64_t cacheBytes, CostModel* 
   if (c.cacheBwGBps > 0) h.cacheBwGBps = std::max(c.cacheBwGBps, h.memBwGBps);
   if (cacheBytes > 0) h.cacheBytes = cacheBytes;
   if (c.links.lineNs > 0) h.lineUs = c.links.lineNs / 1e3;
+  if (c.links.crossCoreGBps > 0) h.crossCoreGBps = c.links.crossCoreGBps;
   if (c.links.handoffUs > 0) h.contextSwitchUs = c.links.handoffUs;
   model->setHost(h);
   LinkConstants tcp = model->constants(LinkClass::kTcpLoopback);

@@ -38,6 +38,9 @@ struct LinkCalibration {
   /// One-way transfer of a written cache line between the first two CPUs this process may run
   /// on (a counter handed back and forth; median of batches), ns: the host window's unit cost.
   double lineNs = 0;
+  /// The rate at which a thread on the second CPU reads 64 KiB just written by one on the
+  /// first (median of rounds), GB/s: a rank reading a peer's area of the host window.
+  double crossCoreGBps = 0;
   /// One hand-over of a CPU between two threads pinned to it that wait by sched_yield, as
   /// ranks on a shared core do (median of batches), µs.
   double handoffUs = 0;

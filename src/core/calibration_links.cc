@@ -134,6 +134,47 @@ double handOverUs(int cpuA, int cpuB, bool yield, int batches, int rounds,
   return ok.load() ? median(perHandOver) : 0;
 }
 
+// The rate at which a thread on `cpuB` reads 64 KiB that a thread on `cpuA` has just written
+// (GB/s, median over 7 batches of 8 rounds, after one untimed batch), as a rank reads a peer's
+// area of the host window; 0 when the deadline passed first.
+double crossCoreGBps(int cpuA, int cpuB, Clock::time_point deadline) {
+  constexpr size_t kBytes = 64 << 10, kWords = kBytes / sizeof(uint64_t);
+  constexpr int kBatches = 7, kRounds = 8;
+  auto lines = std::make_unique<Line[]>(16);
+  Line& written = lines[0];
+  Line& read = lines[8];
+  std::unique_ptr<uint64_t[]> buf(new uint64_t[kWords]());
+  std::atomic<bool> ok{true};
+  std::vector<double> rates;
+  std::atomic<uint64_t> sink{0};
+  const long last = static_cast<long>(kBatches + 1) * kRounds;
+  auto writer = [&] {
+    for (long v = 1; v <= last; ++v) {
+      if (Clock::now() >= deadline) {
+        ok.store(false);
+        return;
+      }
+      for (size_t i = 0; i < kWords; ++i) buf[i] = static_cast<uint64_t>(v) * (i | 1);
+      written.value.store(v, std::memory_order_release);
+      if (!awaitLine(read, v, deadline, ok, false)) return;
+    }
+  };
+  auto reader = [&] {
+    uint64_t sum = 0;
+    for (long v = 1; v <= last; ++v) {
+      if (!awaitLine(written, v, deadline, ok, false)) return;
+      const auto t0 = Clock::now();
+      for (size_t i = 0; i < kWords; ++i) sum += buf[i];
+      const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+      if (v > kRounds && us > 0) rates.push_back(static_cast<double>(kBytes) / (us * 1e3));
+      read.value.store(v, std::memory_order_release);
+    }
+    sink.store(sum);
+  };
+  onTwoCpus(cpuA, cpuB, writer, reader);
+  return ok.load() ? median(rates) : 0;
+}
+
 // ---- Loopback TCP ----------------------------------------------------------------------------
 
 struct Fd {
@@ -305,7 +346,10 @@ LinkCalibration measureLinks(double budgetMs) {
   if (cpus.empty()) return l;
   const int a = cpus[0], b = cpus.size() > 1 ? cpus[1] : cpus[0];
   // A line between two CPUs needs two CPUs; a hand-over of one CPU needs one.
-  if (a != b) l.lineNs = 1e3 * handOverUs(a, b, /*yield=*/false, 7, 256, deadline);
+  if (a != b) {
+    l.lineNs = 1e3 * handOverUs(a, b, /*yield=*/false, 7, 256, deadline);
+    l.crossCoreGBps = crossCoreGBps(a, b, deadline);
+  }
   l.handoffUs = handOverUs(a, a, /*yield=*/true, 7, 64, deadline);
   tcpLoopback(a, b, deadline, &l.tcpLatencyUs, &l.tcpBwGBps);
   return l;

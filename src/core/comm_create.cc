@@ -70,6 +70,7 @@ std::vector<uint8_t> Vote::encode() const {
   std::memcpy(out.data() + 28, &handoffUs, 4);
   std::memcpy(out.data() + 32, &tcpLatencyUs, 4);
   std::memcpy(out.data() + 36, &tcpBwGBps, 4);
+  std::memcpy(out.data() + 40, &crossCoreGBps, 4);
   return out;
 }
 
@@ -90,7 +91,9 @@ StatusOr<Vote> Vote::decode(const std::vector<uint8_t>& in) {
   std::memcpy(&v.handoffUs, in.data() + 28, 4);
   std::memcpy(&v.tcpLatencyUs, in.data() + 32, 4);
   std::memcpy(&v.tcpBwGBps, in.data() + 36, 4);
-  for (float x : {v.memBwGBps, v.cacheBwGBps, v.lineNs, v.handoffUs, v.tcpLatencyUs, v.tcpBwGBps})
+  std::memcpy(&v.crossCoreGBps, in.data() + 40, 4);
+  for (float x : {v.memBwGBps, v.cacheBwGBps, v.lineNs, v.crossCoreGBps, v.handoffUs,
+                  v.tcpLatencyUs, v.tcpBwGBps})
     if (!std::isfinite(x) || x < 0)
       return invalidUsage("bootstrap: a rank voted for a calibrated term that is not a time or rate");
   return v;
@@ -143,20 +146,22 @@ void Vote::applyHostTerms(const std::vector<Vote>& votes, cost::CostModel* model
   auto lowest = [](float acc, float v) { return v > 0 ? (acc > 0 ? std::min(acc, v) : v) : acc; };
   auto longest = [](float acc, float v) { return std::max(acc, v); };
   cost::HostCalibration c;
-  float mem = 0, cache = 0, line = 0, handoff = 0, tcpLat = 0, tcpBw = 0;
+  float mem = 0, cache = 0, line = 0, cross = 0, handoff = 0, tcpLat = 0, tcpBw = 0;
   uint32_t kib = 0;
   for (const Vote& v : votes) {
     mem = lowest(mem, v.memBwGBps);
     cache = lowest(cache, v.cacheBwGBps);
     if (v.cacheKiB > 0) kib = kib > 0 ? std::min(kib, v.cacheKiB) : v.cacheKiB;
     line = longest(line, v.lineNs);
+    cross = lowest(cross, v.crossCoreGBps);
     handoff = longest(handoff, v.handoffUs);
     tcpLat = longest(tcpLat, v.tcpLatencyUs);
     tcpBw = lowest(tcpBw, v.tcpBwGBps);
   }
   c.memBwGBps = mem;
   c.cacheBwGBps = cache;
-  c.links = {line, handoff, tcpLat, tcpBw};
+  c.links = {.lineNs = line, .crossCoreGBps = cross, .handoffUs = handoff,
+             .tcpLatencyUs = tcpLat, .tcpBwGBps = tcpBw};
   cost::applyCalibration(c, static_cast<uint64_t>(kib) << 10, model);
 }
 
@@ -384,6 +389,7 @@ Status Communicator::selfCalibrate(Vote* mine) {
   mine->cacheBwGBps = static_cast<float>(cal.cacheBwGBps);
   mine->cacheKiB = static_cast<uint32_t>(std::min<uint64_t>(sizes.cacheBytes >> 10, UINT32_MAX));
   mine->lineNs = static_cast<float>(cal.links.lineNs);
+  mine->crossCoreGBps = static_cast<float>(cal.links.crossCoreGBps);
   mine->handoffUs = static_cast<float>(cal.links.handoffUs);
   mine->tcpLatencyUs = static_cast<float>(cal.links.tcpLatencyUs);
   mine->tcpBwGBps = static_cast<float>(cal.links.tcpBwGBps);
@@ -392,7 +398,8 @@ Status Communicator::selfCalibrate(Vote* mine) {
                          << ", reduce " << cal.reduceGBps << "), " << cal.cacheBwGBps
                          << " GB/s within " << cost::sizeText(sizes.cacheBytes) << " ("
                          << cost::sourceName(sizes.cacheSource) << "); cache line between cores "
-                         << cal.links.lineNs << " ns, core hand-over " << cal.links.handoffUs
+                         << cal.links.lineNs << " ns (" << cal.links.crossCoreGBps
+                         << " GB/s streaming), core hand-over " << cal.links.handoffUs
                          << " us, loopback TCP " << cal.links.tcpLatencyUs << " us / "
                          << cal.links.tcpBwGBps << " GB/s (0: not measured); " << note << "; "
                          << std::chrono::duration<double, std::milli>(

@@ -14,7 +14,7 @@ namespace chorus {
 
 /// One rank's vote in the agreement at creation (comm_create.cc).
 struct Vote {
-  static constexpr size_t kBytes = 40;
+  static constexpr size_t kBytes = 44;
   uint8_t flags = 0;
   cost::LinkClass intra = cost::LinkClass::kShm;
   cost::LinkClass inter = cost::LinkClass::kEthernet;
@@ -25,7 +25,7 @@ struct Vote {
   float memBwGBps = 0, cacheBwGBps = 0;
   uint32_t cacheKiB = 0;
   /// The leader's measured link terms (cost::LinkCalibration; 0: not measured).
-  float lineNs = 0, handoffUs = 0, tcpLatencyUs = 0, tcpBwGBps = 0;
+  float lineNs = 0, crossCoreGBps = 0, handoffUs = 0, tcpLatencyUs = 0, tcpBwGBps = 0;
 
   static Vote of(const Peers& peers, uint32_t cores, uint32_t nicMbps);
   std::vector<uint8_t> encode() const;

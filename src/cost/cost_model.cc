@@ -46,7 +46,7 @@ constexpr LinkConstants kDefaultLinks[kNumLinkClasses] = {
 };
 constexpr HostConstants kDefaultHost = {
     /*memBwGBps=*/36, /*cacheBwGBps=*/100, /*cacheBytes=*/512 << 10,
-    /*callOverheadUs=*/2, /*stagedCallUs=*/0.1, /*lineUs=*/0.06,
+    /*callOverheadUs=*/2, /*stagedCallUs=*/0.1, /*lineUs=*/0.06, /*crossCoreGBps=*/60,
     /*contextSwitchUs=*/0.42};
 
 constexpr uint64_t kKiB = 1024, kMiB = 1024 * 1024;
@@ -171,9 +171,10 @@ Status CostModel::applyOverrides(std::string_view spec) {
       else if (field == "call") h.callOverheadUs = v;
       else if (field == "staged") h.stagedCallUs = v;
       else if (field == "line") h.lineUs = v;
+      else if (field == "cross") h.crossCoreGBps = v;
       else if (field == "ctx") h.contextSwitchUs = v;
       else return bad();
-      if ((field == "membw" || field == "cachebw") && v <= 0)
+      if ((field == "membw" || field == "cachebw" || field == "cross") && v <= 0)
         return invalidArgument("cost-model override '" + item + "': bandwidth must be > 0");
       continue;
     }
@@ -225,7 +226,8 @@ Breakdown CostModel::explain(const Traffic& t, const CostInput& raw) const {
   // Quantization kernels touch the element bytes and the packed bytes and run at about half a
   // copy's rate (docs/performance.md, quantization kernels): priced as twice the bytes touched.
   const double quantTouched = t.quantBytes * (1 + (in.packedRatio > 0 ? in.packedRatio : 1));
-  b.memoryUs = share * usFor(2 * t.copyBytes + 3 * t.reduceBytes + 2 * quantTouched, memBw);
+  b.memoryUs = share * (usFor(2 * t.copyBytes + 3 * t.reduceBytes + 2 * quantTouched, memBw) +
+                        (t.windowBytes > 0 ? usFor(t.windowBytes, host_.crossCoreGBps) : 0));
   // One-sided reads go through the intra-host link; on several hosts the cross-host share of
   // them streams through the NIC like messages.
   if (t.getBytes > 0 || t.gets > 0) {
@@ -241,7 +243,7 @@ Breakdown CostModel::explain(const Traffic& t, const CostInput& raw) const {
 
 std::string CostModel::constantsTable() const {
   std::ostringstream o;
-  char line[200];
+  char line[256];
   std::snprintf(line, sizeof line, "%-13s %10s %9s %9s %9s %6s %8s\n", "# link", "latency_us",
                 "bw_GB/s", "step_us", "get_us", "cpu", "nominal");
   o << line;
@@ -254,9 +256,10 @@ std::string CostModel::constantsTable() const {
   }
   std::snprintf(line, sizeof line,
                 "# host: membw %.1f GB/s, cache bw %.1f GB/s within %s, call %.2f us, staged "
-                "call %.2f us, line %.3f us, context switch %.2f us\n",
+                "call %.2f us, line %.3f us (%.1f GB/s across cores), context switch %.2f us\n",
                 host_.memBwGBps, host_.cacheBwGBps, sizeText(host_.cacheBytes).c_str(),
-                host_.callOverheadUs, host_.stagedCallUs, host_.lineUs, host_.contextSwitchUs);
+                host_.callOverheadUs, host_.stagedCallUs, host_.lineUs, host_.crossCoreGBps,
+                host_.contextSwitchUs);
   o << line;
   return o.str();
 }

@@ -15,7 +15,9 @@
 //   wire      max(intra bytes / intra bandwidth, NIC bytes / inter bandwidth), plus a chain's
 //             pipeline fill at the slowest link's bandwidth
 //   memory    (2 x copied + 3 x reduced bytes + 2 x the bytes quantization kernels touch)
-//             / memory bandwidth (cache or DRAM by working set)
+//             / memory bandwidth (cache or DRAM by working set), plus the host window's
+//             bytes read from other cores / crossCoreGBps (the reads that fetch them are the
+//             kernels' own loads, stalled on another core's cache: no overlap is credited)
 //   one-sided read bytes / intra bandwidth + reads x getOverheadUs
 //   waits     waits x 3 x ceil(ranksPerHost / cores) x contextSwitchUs, only when the host's
 //             ranks outnumber its cores: a waiter hands its core to each of the core's other
@@ -90,6 +92,8 @@ struct HostConstants {
   double stagedCallUs = 0.1;
   /// One-way transfer of a written cache line from one core to another (Traffic::lineTransfers).
   double lineUs = 0.06;
+  /// The rate at which a core reads what another has just written (Traffic::windowBytes).
+  double crossCoreGBps = 60;
   /// One hand-over of a core between two ranks waiting on it by sched_yield (see "waits").
   double contextSwitchUs = 0.42;
 };
@@ -136,6 +140,9 @@ struct Traffic {
   /// Cache-line transfers between cores, one after another, on the critical path (the host
   /// window's flags and the first lines of what they publish).
   double lineTransfers = 0;
+  /// Bytes read from other ranks' areas of the host window, which another core has just
+  /// written: they come at the cross-core rate, on top of the memory terms.
+  double windowBytes = 0;
   bool staged = false;      ///< runs through the host window only (no executor messages)
 };
 
@@ -165,7 +172,7 @@ class CostModel {
 
   /// Applies "class.field=value,..." overrides, e.g. "shm.latency=0.8,tcp-loopback.bw=3,
   /// host.membw=25". Link fields: latency, bw, step, get, cpu, nominal; host fields: membw,
-  /// cachebw, cache (bytes), call, staged, line, ctx. Unknown names or non-positive bandwidths are
+  /// cachebw, cache (bytes), call, staged, line, cross, ctx. Unknown names or non-positive bandwidths are
   /// kInvalidArgument naming the item; nothing is applied then.
   Status applyOverrides(std::string_view spec);
 

@@ -278,7 +278,8 @@ bool printTuning(const topo::System& system, const TuneFlags& flags, int* exitCo
     return std::string(buf);
   };
   o << "  link terms (" << rates << "): cache line between cores "
-    << term(cal.links.lineNs, "ns") << ", core hand-over " << term(cal.links.handoffUs, "us")
+    << term(cal.links.lineNs, "ns") << " (" << term(cal.links.crossCoreGBps, "GB/s")
+    << " streaming), core hand-over " << term(cal.links.handoffUs, "us")
     << ", loopback TCP " << term(cal.links.tcpLatencyUs, "us") << " half round trip, "
     << term(cal.links.tcpBwGBps, "GB/s") << " each way\n"
     << "  " << calNote << "\n"

@@ -133,7 +133,8 @@ HostCalibration sample() {
   c.cacheBwGBps = 71.25;
   c.copyGBps = 18.125;
   c.reduceGBps = 27.5;
-  c.links = {212.5, 3.125, 7.75, 3.5};
+  c.links = {.lineNs = 212.5, .crossCoreGBps = 8.5, .handoffUs = 3.125, .tcpLatencyUs = 7.75,
+             .tcpBwGBps = 3.5};
   return c;
 }
 
@@ -153,7 +154,7 @@ TEST(Calibration, LinkTermsAreTimesAndRatesOrNotMeasured) {
   const double s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(s, 5.0);  // the 200 ms budget, with room for thread start-up on a loaded machine
-  for (double v : {l.lineNs, l.handoffUs, l.tcpLatencyUs, l.tcpBwGBps}) {
+  for (double v : {l.lineNs, l.crossCoreGBps, l.handoffUs, l.tcpLatencyUs, l.tcpBwGBps}) {
     EXPECT_TRUE(std::isfinite(v)) << v;
     EXPECT_GE(v, 0);
   }
@@ -162,6 +163,7 @@ TEST(Calibration, LinkTermsAreTimesAndRatesOrNotMeasured) {
   // A budget already spent measures nothing, and says so with zeros, at once.
   const LinkCalibration none = measureLinks(0);
   EXPECT_EQ(none.lineNs, 0);
+  EXPECT_EQ(none.crossCoreGBps, 0);
   EXPECT_EQ(none.handoffUs, 0);
   EXPECT_EQ(none.tcpLatencyUs, 0);
   EXPECT_EQ(none.tcpBwGBps, 0);
@@ -175,6 +177,7 @@ TEST(Calibration, AppliedTermsReplaceTheTablesAndZerosKeepThem) {
   EXPECT_DOUBLE_EQ(m.host().cacheBwGBps, 71.25);
   EXPECT_EQ(m.host().cacheBytes, 2u << 20);
   EXPECT_DOUBLE_EQ(m.host().lineUs, 0.2125);
+  EXPECT_DOUBLE_EQ(m.host().crossCoreGBps, 8.5);
   EXPECT_DOUBLE_EQ(m.host().contextSwitchUs, 3.125);
   const LinkConstants tcp = m.constants(LinkClass::kTcpLoopback);
   EXPECT_DOUBLE_EQ(tcp.bandwidthGBps, 3.5);
@@ -185,6 +188,7 @@ TEST(Calibration, AppliedTermsReplaceTheTablesAndZerosKeepThem) {
   applyCalibration(HostCalibration{}, 0, &z);
   EXPECT_EQ(z.host().memBwGBps, table.host().memBwGBps);
   EXPECT_EQ(z.host().lineUs, table.host().lineUs);
+  EXPECT_EQ(z.host().crossCoreGBps, table.host().crossCoreGBps);
   EXPECT_EQ(z.host().contextSwitchUs, table.host().contextSwitchUs);
   EXPECT_EQ(z.host().cacheBytes, table.host().cacheBytes);
   EXPECT_EQ(z.constants(LinkClass::kTcpLoopback).bandwidthGBps,
@@ -218,6 +222,7 @@ TEST(Calibration, FileRoundTripIsPrivate) {
   EXPECT_DOUBLE_EQ(got->copyGBps, 18.125);
   EXPECT_DOUBLE_EQ(got->reduceGBps, 27.5);
   EXPECT_DOUBLE_EQ(got->links.lineNs, 212.5);
+  EXPECT_DOUBLE_EQ(got->links.crossCoreGBps, 8.5);
   EXPECT_DOUBLE_EQ(got->links.handoffUs, 3.125);
   EXPECT_DOUBLE_EQ(got->links.tcpLatencyUs, 7.75);
   EXPECT_DOUBLE_EQ(got->links.tcpBwGBps, 3.5);
@@ -240,7 +245,8 @@ TEST(Calibration, FileRoundTripIsPrivate) {
 
 TEST(Calibration, CorruptFileIsMeasuredAndRewritten) {
   const std::string ok = "chorus-calibration 2\nkey key-a\nmembw 1\ncachebw 1\ncopy 1\nreduce 1\n";
-  const std::string links = "line_ns 200\nhandoff_us 3\ntcp_latency_us 8\ntcp_bw 3\n";
+  const std::string links =
+      "line_ns 200\ncross_core_bw 9\nhandoff_us 3\ntcp_latency_us 8\ntcp_bw 3\n";
   const std::string corrupt[] = {
       "",
       "chorus-calibration 2\nkey key-a\nmembw 20\n",  // truncated
@@ -251,10 +257,11 @@ TEST(Calibration, CorruptFileIsMeasuredAndRewritten) {
       "chorus-calibration 2\nkey key-a\nmembw 1e9\ncachebw 1\ncopy 1\nreduce 1\n" + links,
       "chorus-calibration 2\nkey key-a\ncachebw 1\nmembw 1\ncopy 1\nreduce 1\n" + links,
       ok + links + "more\n",
-      ok + "line_ns -1\nhandoff_us 3\ntcp_latency_us 8\ntcp_bw 3\n",
-      ok + "line_ns 200\nhandoff_us nan\ntcp_latency_us 8\ntcp_bw 3\n",
-      ok + "line_ns 200\nhandoff_us 3\ntcp_latency_us 1e300\ntcp_bw 3\n",
-      ok + "line_ns 200\nhandoff_us 3\ntcp_bw 3\ntcp_latency_us 8\n",
+      ok + "line_ns -1\ncross_core_bw 9\nhandoff_us 3\ntcp_latency_us 8\ntcp_bw 3\n",
+      ok + "line_ns 200\ncross_core_bw 9\nhandoff_us nan\ntcp_latency_us 8\ntcp_bw 3\n",
+      ok + "line_ns 200\ncross_core_bw 9\nhandoff_us 3\ntcp_latency_us 1e300\ntcp_bw 3\n",
+      ok + "line_ns 200\ncross_core_bw 9\nhandoff_us 3\ntcp_bw 3\ntcp_latency_us 8\n",
+      ok + "line_ns 200\nhandoff_us 3\ntcp_latency_us 8\ntcp_bw 3\n",  // a term missing
       // The first format (no link terms) is another format: measured again.
       "chorus-calibration 1\nkey key-a\nmembw 1\ncachebw 1\ncopy 1\nreduce 1\n",
       "chorus-calibration 3\nkey key-a\nmembw 1\ncachebw 1\ncopy 1\nreduce 1\n" + links,
