@@ -272,17 +272,19 @@ bool printTuning(const topo::System& system, const TuneFlags& flags, int* exitCo
   o << ")\n";
   auto term = [&](double v, const char* unit) {
     char buf[48];
-    if (!calibrated) return std::string("table");
     if (v <= 0) return std::string("not measured: table");
     std::snprintf(buf, sizeof buf, "%.3g %s", v, unit);
     return std::string(buf);
   };
-  o << "  link terms (" << rates << "): cache line between cores "
-    << term(cal.links.lineNs, "ns") << " (" << term(cal.links.crossCoreGBps, "GB/s")
-    << " streaming), core hand-over " << term(cal.links.handoffUs, "us")
-    << ", loopback TCP " << term(cal.links.tcpLatencyUs, "us") << " half round trip, "
-    << term(cal.links.tcpBwGBps, "GB/s") << " each way\n"
-    << "  " << calNote << "\n"
+  if (calibrated)
+    o << "  link terms (" << rates << "): cache line between cores "
+      << term(cal.links.lineNs, "ns") << " (" << term(cal.links.crossCoreGBps, "GB/s")
+      << " streaming), core hand-over " << term(cal.links.handoffUs, "us") << ", loopback TCP "
+      << term(cal.links.tcpLatencyUs, "us") << " half round trip, "
+      << term(cal.links.tcpBwGBps, "GB/s") << " each way\n";
+  else
+    o << "  link terms: table\n";
+  o << "  " << calNote << "\n"
     << "  other link constants: table" << (tune == "measure" ? " (a job with CHORUS_TUNE=measure "
                                                                "refits them by ping-pong)" : "")
     << (flags.constants.empty() ? "" : "; --constants overrides what it names") << "\n";

@@ -312,6 +312,7 @@ TEST(ChorusTopo, TuneShowsSelfSizingAndCalibration) {
   EXPECT_TRUE(contains(off.out, "memory rates: 36.0 GB/s beyond the cache, 100.0 GB/s within (table"))
       << off.out;
   EXPECT_TRUE(contains(off.out, "cost model cache rule: ")) << off.out;
+  EXPECT_TRUE(contains(off.out, "\n  link terms: table\n")) << off.out;
 
   ProcessResult env = tableTopo({"--tune", "--transport", "shm", "--cores", "2", "--max", "8"},
                                 {"CHORUS_SHM_STAGING_ROUND=128K"});
@@ -325,6 +326,14 @@ TEST(ChorusTopo, TuneShowsSelfSizingAndCalibration) {
   EXPECT_TRUE(contains(rates, "(calibrated") || contains(rates, "(cached file")) << cal.out;
   const double mem = std::atof(rates.c_str() + std::string("  memory rates: ").size());
   EXPECT_GT(mem, 0) << rates;
+  // The link terms, each a measurement or "not measured" (one CPU, a probe out of time).
+  const std::string links = lineStarting(cal.out, "  link terms (");
+  EXPECT_TRUE(contains(links, "(calibrated): cache line between cores ") ||
+              contains(links, "(cached file): cache line between cores "))
+      << cal.out;
+  for (const char* part : {" streaming), core hand-over ", ", loopback TCP ", " half round trip, ",
+                           " each way"})
+    EXPECT_TRUE(contains(links, part)) << part << " in " << links;
   EXPECT_EQ(topo({"--tune"}, {"CHORUS_TUNE=sometimes"}).status, 2);
 }
 
