@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -53,21 +54,32 @@ double median(std::vector<double> v) {
 }
 
 // Runs `a` on CPU `cpuA` and `b` on `cpuB`, each on a thread of its own, and waits for both.
-// Both get the same `start` flag so neither times the other's creation.
+// Both start together, so neither times the other's creation. False, with neither body run,
+// when a thread cannot be made (a process at its thread limit measures nothing).
 template <typename A, typename B>
-void onTwoCpus(int cpuA, int cpuB, A&& a, B&& b) {
+bool onTwoCpus(int cpuA, int cpuB, A&& a, B&& b) {
   std::atomic<int> ready{0};
-  auto wrap = [&ready](int cpu, auto& body) {
-    return [&ready, cpu, &body] {
+  std::atomic<bool> abandon{false};
+  auto wrap = [&ready, &abandon](int cpu, auto& body) {
+    return [&ready, &abandon, cpu, &body] {
       pinTo(cpu);
       ready.fetch_add(1);
-      while (ready.load() < 2) sched_yield();
-      body();
+      while (ready.load() < 2 && !abandon.load()) sched_yield();
+      if (!abandon.load()) body();
     };
   };
-  std::thread ta(wrap(cpuA, a)), tb(wrap(cpuB, b));
+  std::thread ta;
+  try {
+    ta = std::thread(wrap(cpuA, a));
+    std::thread tb(wrap(cpuB, b));
+    tb.join();
+  } catch (const std::system_error&) {
+    abandon.store(true);
+    if (ta.joinable()) ta.join();
+    return false;
+  }
   ta.join();
-  tb.join();
+  return true;
 }
 
 // A counter alone on its lines, far from the other one (adjacent lines are fetched together
@@ -89,7 +101,9 @@ bool awaitLine(const Line& c, long v, Clock::time_point deadline, std::atomic<bo
       __builtin_ia32_pause();
 #endif
     }
-    if (looks % 1024 == 0 && (!ok.load(std::memory_order_relaxed) || Clock::now() >= deadline)) {
+    // A yield can give the CPU away for a scheduler slice: look at the clock after each.
+    if ((yield || looks % 1024 == 0) &&
+        (!ok.load(std::memory_order_relaxed) || Clock::now() >= deadline)) {
       ok.store(false);
       return false;
     }
@@ -130,7 +144,7 @@ double handOverUs(int cpuA, int cpuB, bool yield, int batches, int rounds,
       pong.value.store(v, std::memory_order_release);
     }
   };
-  onTwoCpus(cpuA, cpuB, starter, echo);
+  if (!onTwoCpus(cpuA, cpuB, starter, echo)) return 0;
   return ok.load() ? median(perHandOver) : 0;
 }
 
@@ -171,7 +185,7 @@ double crossCoreGBps(int cpuA, int cpuB, Clock::time_point deadline) {
     }
     sink.store(sum);
   };
-  onTwoCpus(cpuA, cpuB, writer, reader);
+  if (!onTwoCpus(cpuA, cpuB, writer, reader)) return 0;
   return ok.load() ? median(rates) : 0;
 }
 
@@ -330,8 +344,8 @@ void tcpLoopback(int cpuA, int cpuB, Clock::time_point deadline, double* latency
   };
   auto starter = side(a.fd, true);
   auto echo = side(b.fd, false);
-  onTwoCpus(cpuA, cpuB, starter, echo);
-  if (!ok.load() || halfTrips.empty() || rates.empty()) return;
+  if (!onTwoCpus(cpuA, cpuB, starter, echo) || !ok.load() || halfTrips.empty() || rates.empty())
+    return;
   *latencyUs = median(halfTrips);
   *bwGBps = median(rates);
 }

@@ -158,8 +158,8 @@ TEST(Calibration, LinkTermsAreTimesAndRatesOrNotMeasured) {
     EXPECT_TRUE(std::isfinite(v)) << v;
     EXPECT_GE(v, 0);
   }
-  // One CPU is always there to be handed over.
-  EXPECT_GT(l.handoffUs, 0);
+  // (Any term may be 0: on a loaded machine a probe runs out of its budget, which is the point
+  // of the budget; the values themselves are timing and are not asserted.)
   // A budget already spent measures nothing, and says so with zeros, at once.
   const LinkCalibration none = measureLinks(0);
   EXPECT_EQ(none.lineNs, 0);
