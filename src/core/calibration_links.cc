@@ -89,6 +89,13 @@ struct alignas(256) Line {
   char pad[256 - sizeof(std::atomic<long>)];
 };
 
+// False, and the probe failed, once the deadline has passed: every batch starts by asking.
+bool inTime(Clock::time_point deadline, std::atomic<bool>& ok) {
+  if (Clock::now() < deadline) return true;
+  ok.store(false);
+  return false;
+}
+
 // Waits until `c` reaches `v`, or fails the probe at the deadline (`ok` false). `yield`: give
 // up the CPU between looks (the two threads share it) instead of spinning.
 bool awaitLine(const Line& c, long v, Clock::time_point deadline, std::atomic<bool>& ok,
@@ -124,11 +131,8 @@ double handOverUs(int cpuA, int cpuB, bool yield, int batches, int rounds,
   auto starter = [&] {
     long v = 0;
     for (int b = 0; b <= batches && ok.load(); ++b) {
+      if (!inTime(deadline, ok)) return;
       const auto t0 = Clock::now();
-      if (t0 >= deadline) {
-        ok.store(false);
-        return;
-      }
       for (int i = 0; i < rounds; ++i) {
         ping.value.store(++v, std::memory_order_release);
         if (!awaitLine(pong, v, deadline, ok, yield)) return;
@@ -164,10 +168,7 @@ double crossCoreGBps(int cpuA, int cpuB, Clock::time_point deadline) {
   const long last = static_cast<long>(kBatches + 1) * kRounds;
   auto writer = [&] {
     for (long v = 1; v <= last; ++v) {
-      if (Clock::now() >= deadline) {
-        ok.store(false);
-        return;
-      }
+      if (!inTime(deadline, ok)) return;
       for (size_t i = 0; i < kWords; ++i) buf[i] = static_cast<uint64_t>(v) * (i | 1);
       written.value.store(v, std::memory_order_release);
       if (!awaitLine(read, v, deadline, ok, false)) return;
@@ -306,11 +307,8 @@ void tcpLoopback(int cpuA, int cpuB, Clock::time_point deadline, double* latency
       char word[8] = {};
       // Latency: one untimed batch, then kBatches timed.
       for (int batch = 0; batch <= kBatches && ok.load(); ++batch) {
+        if (!inTime(deadline, ok)) return;
         const auto t0 = Clock::now();
-        if (t0 >= deadline) {
-          ok.store(false);
-          return;
-        }
         for (int i = 0; i < kRounds; ++i) {
           const bool step1 = starts ? exchange(fd, word, 8, 8, dst.data(), 8, 0, deadline)
                                     : exchange(fd, word, 8, 0, dst.data(), 8, 8, deadline);
@@ -327,11 +325,8 @@ void tcpLoopback(int cpuA, int cpuB, Clock::time_point deadline, double* latency
       // Bandwidth: both directions at once; the starter times from its start to the end of
       // both its directions (its peer's bytes included).
       for (int s = 0; s < kStreams && ok.load(); ++s) {
+        if (!inTime(deadline, ok)) return;
         const auto t0 = Clock::now();
-        if (t0 >= deadline) {
-          ok.store(false);
-          return;
-        }
         if (!exchange(fd, src.data(), kChunk, kStreamBytes, dst.data(), kChunk, kStreamBytes,
                       deadline)) {
           ok.store(false);
