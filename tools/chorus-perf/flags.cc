@@ -30,7 +30,7 @@ FlagsResult parseFlags(int argc, const char* const* argv) {
   PerfOptions opts;
   std::string coll = "allreduce", minBytes = "32M", maxBytes = "32M", stepBytes = "1M";
   std::string op = "sum", dtype = "float";
-  int check = 1, blocking = 0, nThreads = 1, nGpus = 1;
+  int check = 1, blocking = 0, registered = 0, nThreads = 1, nGpus = 1;
 
   std::vector<std::string> collNames;
   for (Coll c : kAllColls) collNames.emplace_back(collName(c));
@@ -63,6 +63,9 @@ FlagsResult parseFlags(int argc, const char* const* argv) {
       ->capture_default_str();
   app.add_option("-r,--root", opts.root, "root of broadcast/reduce")->capture_default_str();
   app.add_option("-z,--blocking", blocking, "1: blocking calls; 0: nonblocking calls + chorusWait")
+      ->check(CLI::Range(0, 1))->capture_default_str();
+  app.add_option("-R,--register", registered,
+                 "1: buffers from chorusMemAlloc, registered with chorusCommRegister")
       ->check(CLI::Range(0, 1))->capture_default_str();
   std::string quant;
   app.add_option("--quant", quant,
@@ -124,6 +127,7 @@ FlagsResult parseFlags(int argc, const char* const* argv) {
   }
   opts.check = check != 0;
   opts.blocking = blocking != 0;
+  opts.registered = registered != 0;
   for (int i = 0; i < argc; ++i) opts.commandLine += (i ? " " : "") + std::string(argv[i]);
 
   FlagsResult r;

@@ -24,6 +24,9 @@ struct PerfOptions {
   int warmupIters = 5;
   bool check = true;
   bool blocking = false;  // false: nonblocking I-forms completed with chorusWait
+  /// -R 1: the send and receive buffers come from chorusMemAlloc and are registered with
+  /// chorusCommRegister (nccl-tests' -R), so the host's peers can read them without a copy.
+  bool registered = false;
   std::vector<Op> ops = {Op::kSum};
   std::vector<chorusDataType_t> types = {chorusFloat32};
   int root = 0;

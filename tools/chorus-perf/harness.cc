@@ -32,21 +32,38 @@ struct RankRecord {
   char host[kHostNameChars];
 };
 
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
+// A buffer from aligned_alloc, or (-R 1) from chorusMemAlloc, freed the same way.
+struct BufferDeleter {
+  bool shared = false;
+  void operator()(std::byte* p) const {
+    if (shared)
+      chorusMemFree(p);
+    else
+      std::free(p);
+  }
 };
-using Buffer = std::unique_ptr<std::byte, FreeDeleter>;
+using Buffer = std::unique_ptr<std::byte, BufferDeleter>;
 
-Buffer allocate(size_t bytes) {
+Buffer allocate(size_t bytes, bool shared) {
   size_t rounded = (bytes + kBufferAlign - 1) / kBufferAlign * kBufferAlign;
   if (rounded == 0) rounded = kBufferAlign;
-  void* p = std::aligned_alloc(kBufferAlign, rounded);
+  void* p = nullptr;
+  if (shared) {
+    chorusResult_t r = chorusMemAlloc(&p, rounded);
+    if (r != chorusSuccess) {
+      std::fprintf(stderr, "chorus-perf: chorusMemAlloc of %zu bytes failed: %s: %s\n", rounded,
+                   chorusGetErrorString(r), chorusGetLastError(nullptr));
+      std::exit(EXIT_FAILURE);
+    }
+  } else {
+    p = std::aligned_alloc(kBufferAlign, rounded);
+  }
   if (p == nullptr) {
     std::fprintf(stderr, "chorus-perf: cannot allocate %zu bytes\n", rounded);
     std::exit(EXIT_FAILURE);
   }
   std::memset(p, 0, rounded);  // zero is a valid value of every type, and touches the pages
-  return Buffer(static_cast<std::byte*>(p));
+  return Buffer(static_cast<std::byte*>(p), BufferDeleter{shared});
 }
 
 std::string shortHostName() {
@@ -92,6 +109,7 @@ class Harness {
   int nranks_ = 1;
   Buffer send_;
   Buffer recv_;
+  std::vector<void*> registrations_;  // -R 1: chorusCommRegister handles of send_ and recv_
   uint64_t checkRuns_ = 0;
   std::vector<Record> records_;
   std::vector<chorusRequest_t> reqs_;
@@ -156,6 +174,8 @@ void Harness::printHeader() {
                 byFactor ? "factor" : "bytes", opts_.warmupIters, opts_.iters, opts_.check ? 1 : 0,
                 opts_.blocking ? 1 : 0);
   h += line;
+  if (opts_.registered)
+    h += "# buffers: chorusMemAlloc, registered with chorusCommRegister (-R 1)\n";
   h += "#\n# Using devices\n";
   for (const RankRecord& r : all) {
     std::string rh(r.host, strnlen(r.host, sizeof(r.host)));
@@ -365,8 +385,16 @@ int Harness::run() {
 
   printHeader();
   // Every layout fits in maxBytes: the size column is the largest buffer of a rank.
-  send_ = allocate(opts_.maxBytes);
-  recv_ = allocate(opts_.maxBytes);
+  send_ = allocate(opts_.maxBytes, opts_.registered);
+  recv_ = allocate(opts_.maxBytes, opts_.registered);
+  if (opts_.registered) {
+    for (std::byte* b : {send_.get(), recv_.get()}) {
+      void* handle = nullptr;
+      ok(chorusCommRegister(comm_, b, opts_.maxBytes == 0 ? 1 : opts_.maxBytes, &handle),
+         "chorusCommRegister");
+      registrations_.push_back(handle);
+    }
+  }
 
   std::vector<Op> ops = collReduces(opts_.coll) ? opts_.ops : std::vector<Op>{Op::kNone};
   for (chorusDataType_t type : opts_.types) {
@@ -407,6 +435,9 @@ int Harness::run() {
   // Every rank returns the same status, and a launcher tears the job down as soon as one rank
   // exits non-zero: wait until rank 0 has printed and written everything before anyone exits.
   ok(chorusBarrier(comm_, nullptr), "chorusBarrier (end)");
+  for (void* handle : registrations_)
+    ok(chorusCommDeregister(comm_, handle), "chorusCommDeregister");
+  registrations_.clear();
   ok(chorusCommDestroy(comm_), "chorusCommDestroy");
   comm_ = nullptr;
   return status;

@@ -38,6 +38,7 @@ TEST(PerfFlags, DefaultsAreNcclTests) {
   EXPECT_EQ(o.warmupIters, 5);
   EXPECT_TRUE(o.check);
   EXPECT_FALSE(o.blocking);
+  EXPECT_FALSE(o.registered);
   EXPECT_EQ(o.ops, std::vector<Op>{Op::kSum});
   EXPECT_EQ(o.types, std::vector<chorusDataType_t>{chorusFloat32});
   EXPECT_EQ(o.root, 0);
@@ -73,6 +74,16 @@ TEST(PerfFlags, BlockingAndCheckTakeZeroOrOne) {
   expectUsageError({"--coll", "pingpong", "-z", "2"}, "--blocking");
   expectUsageError({"-c", "2"}, "--check");
   expectUsageError({"-z", "yes"}, "--blocking");
+}
+
+TEST(PerfFlags, RegisterTakesZeroOrOne) {
+  FlagsResult r = parse({"-R", "1"});
+  ASSERT_TRUE(r.options.has_value()) << r.err;
+  EXPECT_TRUE(r.options->registered);
+  FlagsResult off = parse({"--register", "0"});
+  ASSERT_TRUE(off.options.has_value()) << off.err;
+  EXPECT_FALSE(off.options->registered);
+  expectUsageError({"-R", "2"}, "--register");
 }
 
 TEST(PerfFlags, EveryCollectiveByName) {
