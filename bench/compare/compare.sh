@@ -8,12 +8,16 @@
 # warm-up and correctness check (float sum, out-of-place):
 #   chorus  chorus-run + chorus-perf, default transport; CHORUS_* variables pass through, e.g.
 #           CHORUS_TRANSPORT=tcp forces TCP
+#   chorus-reg  the same with chorus-perf -R 1: buffers from chorusMemAlloc, registered with
+#           chorusCommRegister (the zero-copy path over shared memory)
 #   ompi    mpirun + bench/compare/mpi_perf (MPI_Allreduce / MPI_Allgather /
-#           MPI_Reduce_scatter_block), shared memory: btl vader (CMA single copy) + self
+#           MPI_Reduce_scatter_block / MPI_Bcast), shared memory: btl vader (CMA single copy)
+#           + self
 #   gloo    chorus-run + bench/compare/gloo_perf (gloo::allreduce ring, TCP on 127.0.0.1);
 #           allreduce only
 # then prints, per collective and rank count, the medians over the repetitions:
-#   size | time and busbw of each system | chorus/ompi | chorus as % of the memory bound
+#   size | time and busbw of each system | chorus/ompi | chorus-reg/chorus | each chorus
+#   system as % of the memory bound
 # and writes into OUT: raw.csv (every run), summary.csv (medians), <coll>.png (busbw and
 # latency against size, log-log, one line per system and rank count), logs/ (every run's
 # output), membw.txt, meta.txt.
@@ -27,15 +31,17 @@
 #                  => bound = (n-1) M / n^2         (2 ranks: M/4, e.g. 42 GB/s -> 10.5 GB/s)
 #   allgather      inputs S in all, outputs nS      => bound = (n-1) M / (n(n+1))
 #   reducescatter  inputs nS, outputs S in all      => bound = (n-1) M / (n(n+1))
+#   broadcast      the root's input S, n outputs of S (out of place: the root's too); busbw =
+#                  S / time                         => bound = M / (n+1)
 # Real implementations move more (staging copies through shared buffers, reads-for-ownership
 # of written lines), so 100% is not reachable; the percentage says how much is left.
 #
 # Environment:
 #   SIZES       allreduce size flags                      (default "-b 8 -e 256M -f 4")
-#   COLL_SIZES  allgather/reducescatter size flags        (default "-b 1M -e MAX -f 4", MAX
+#   COLL_SIZES  allgather/reducescatter/broadcast size flags (default "-b 1M -e MAX -f 4", MAX
 #               the -e of SIZES)
-#   COLLS       collectives to run     (default "allreduce allgather reducescatter")
-#   SYSTEMS     systems to run                            (default "chorus ompi gloo")
+#   COLLS       collectives to run (default "allreduce allgather reducescatter broadcast")
+#   SYSTEMS     systems to run                            (default "chorus chorus-reg ompi gloo")
 #   ITERS, WARMUP  timed / warm-up calls per size         (default 20, 3)
 #   CHORUS_PERF_FLAGS  extra chorus-perf flags              (default "-z 1": blocking calls)
 #   MPI_MCA     mpirun flags choosing OpenMPI's transport (default "--mca btl vader,self")
@@ -60,8 +66,8 @@ sizes=${SIZES:--b 8 -e 256M -f 4}
 # the whole run short.
 max_size=$(sed -nE 's/.*-e +([0-9.]+[KkMmGg]?).*/\1/p' <<<"$sizes")
 coll_sizes=${COLL_SIZES:--b 1M -e ${max_size:-256M} -f 4}
-colls=${COLLS:-allreduce allgather reducescatter}
-systems=${SYSTEMS:-chorus ompi gloo}
+colls=${COLLS:-allreduce allgather reducescatter broadcast}
+systems=${SYSTEMS:-chorus chorus-reg ompi gloo}
 iters=${ITERS:-20}
 warmup=${WARMUP:-3}
 mpi_mca=${MPI_MCA:---mca btl vader,self}
@@ -80,7 +86,7 @@ mpi_perf=$build/bench/compare/mpi_perf
 gloo_perf=$build/bench/compare/gloo_perf
 membw=$build/bench/compare/membw
 need=("$chorus_run")
-has chorus "$systems" && need+=("$chorus_perf")
+{ has chorus "$systems" || has chorus-reg "$systems"; } && need+=("$chorus_perf")
 has ompi "$systems" && need+=("$mpi_perf")
 has gloo "$systems" && need+=("$gloo_perf")
 [ "${MEMBW:-1}" = 0 ] || need+=("$membw")
@@ -117,6 +123,9 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 {
   ! has chorus "$systems" ||
     printf 'chorus\tchorus-perf, transport %s\n' "${CHORUS_TRANSPORT:-default}"
+  ! has chorus-reg "$systems" ||
+    printf 'chorus-reg\tchorus-perf -R 1 (chorusMemAlloc buffers, registered), transport %s\n' \
+      "${CHORUS_TRANSPORT:-default}"
   ! has ompi "$systems" ||
     printf 'ompi\t%s, mpirun %s\n' "$(mpirun --version | head -n1)" "$mpi_mca"
   ! has gloo "$systems" ||
@@ -146,6 +155,10 @@ for n in "${ranks[@]}"; do
             # shellcheck disable=SC2086  # a list of flags
             run "$log" "$chorus_run" -n "$n" --no-prefix -- "$chorus_perf" "${flags[@]}" \
               ${CHORUS_PERF_FLAGS:--z 1} ;;
+          chorus-reg)
+            # shellcheck disable=SC2086  # a list of flags
+            run "$log" "$chorus_run" -n "$n" --no-prefix -- "$chorus_perf" "${flags[@]}" \
+              ${CHORUS_PERF_FLAGS:--z 1} -R 1 ;;
           ompi)
             # shellcheck disable=SC2086  # MPI_MCA is a list of flags
             run "$log" mpirun -np "$n" --oversubscribe $mpi_mca --mca btl_tcp_if_include lo \
@@ -155,7 +168,7 @@ for n in "${ranks[@]}"; do
             # gloo_perf's rendezvous files go to TMPDIR: keep them in our own temp dir.
             TMPDIR=$tmp run "$log" "$chorus_run" -n "$n" --no-prefix -- \
               "$gloo_perf" "${flags[@]}" ;;
-          *) fail "unknown system $system (chorus, ompi, gloo)" ;;
+          *) fail "unknown system $system (chorus, chorus-reg, ompi, gloo)" ;;
         esac
         record "$system" "$coll" "$n" "$rep" "$log"
         echo "compare: $n ranks, run $rep/$reps: $coll $system done" >&2

@@ -66,7 +66,8 @@ std::optional<int> parseInt(std::string_view text) {
 }
 
 std::optional<Coll> parseColl(std::string_view name) {
-  for (Coll c : {Coll::kAllReduce, Coll::kAllGather, Coll::kReduceScatter, Coll::kPingPong}) {
+  for (Coll c : {Coll::kAllReduce, Coll::kAllGather, Coll::kReduceScatter, Coll::kBroadcast,
+                 Coll::kPingPong}) {
     if (name == collName(c)) return c;
   }
   return std::nullopt;
@@ -74,8 +75,9 @@ std::optional<Coll> parseColl(std::string_view name) {
 
 void printUsage(const char* tool) {
   std::printf(
-      "usage: %s [--coll allreduce|allgather|reducescatter|pingpong] [-b MIN] [-e MAX]\n"
-      "       [-f FACTOR] [-n ITERS] [-w WARMUP] [-c 0|1] [-z 0|1] [-a ALGO]\n"
+      "usage: %s [--coll allreduce|allgather|reducescatter|broadcast|pingpong] [-b MIN]\n"
+      "       [-e MAX]"
+      " [-f FACTOR] [-n ITERS] [-w WARMUP] [-c 0|1] [-z 0|1] [-a ALGO]\n"
       "Same flags, sizes, timing, check and table as chorus-perf (float sum, out-of-place).\n"
       "pingpong: 2 ranks, blocking send/receive, one-way time (half the round trip).\n",
       tool);
@@ -101,6 +103,7 @@ Geometry geometry(Coll c, uint64_t bytes, int nranks) {
   Geometry g;
   switch (c) {
     case Coll::kAllReduce:
+    case Coll::kBroadcast:
     case Coll::kPingPong:
       g.count = g.sendCount = g.recvCount = static_cast<size_t>(elems);
       break;
@@ -122,6 +125,7 @@ double busBwFactor(Coll c, int nranks) {
     case Coll::kAllReduce: return 2.0 * (n - 1) / n;
     case Coll::kAllGather:
     case Coll::kReduceScatter: return (n - 1) / n;
+    case Coll::kBroadcast:
     case Coll::kPingPong: return 1.0;
   }
   return 1.0;
@@ -250,6 +254,9 @@ int64_t Runner::checkedRun(const Geometry& g) {
       for (size_t i = 0; i < g.recvCount; ++i) wrong += out[i] != v.sum(offset + i);
       break;
     }
+    case Coll::kBroadcast:  // from rank 0
+      for (size_t i = 0; i < g.recvCount; ++i) wrong += out[i] != v.input(0, i);
+      break;
     case Coll::kPingPong:
       for (size_t i = 0; i < g.recvCount; ++i) wrong += out[i] != v.input(1 - b_.rank, i);
       break;
@@ -296,6 +303,7 @@ int Runner::run() {
 
   bool reduces = opts_.coll == Coll::kAllReduce || opts_.coll == Coll::kReduceScatter;
   const char* redop = reduces ? "sum" : "none";
+  const int root = opts_.coll == Coll::kBroadcast ? 0 : -1;
   int failed = 0;
   int rows = 0;
   double busSum = 0;
@@ -315,7 +323,7 @@ int Runner::run() {
       std::snprintf(buf, sizeof(buf), "  %5" PRId64, wrong);
       tail = buf;
     }
-    print("%12zu  %12zu  %8s  %6s  %6d  %s  %s  %s%s\n", bytes, g.count, "float", redop, -1,
+    print("%12zu  %12zu  %8s  %6s  %6d  %s  %s  %s%s\n", bytes, g.count, "float", redop, root,
           fit(sec * 1e6, 7).c_str(), fit(algBw, 6).c_str(), fit(busBw, 6).c_str(), tail.c_str());
     busSum += busBw;
     ++rows;
@@ -334,6 +342,7 @@ const char* collName(Coll c) {
     case Coll::kAllReduce: return "allreduce";
     case Coll::kAllGather: return "allgather";
     case Coll::kReduceScatter: return "reducescatter";
+    case Coll::kBroadcast: return "broadcast";
     case Coll::kPingPong: return "pingpong";
   }
   return "?";

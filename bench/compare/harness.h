@@ -9,8 +9,9 @@
 //   - one warm-up pass over the whole range (doubling, -w calls per size) before the table;
 //   - a size's time is each rank's mean over -n calls started after a barrier, averaged over
 //     ranks; timed calls run on zero-filled buffers;
-//   - size/count conventions and busbw = algbw x 2(n-1)/n (allreduce) or (n-1)/n (allgather,
-//     reducescatter), per-rank blocks rounded down to 16 bytes;
+//   - size/count conventions and busbw = algbw x 2(n-1)/n (allreduce), (n-1)/n (allgather,
+//     reducescatter) or 1 (broadcast, from rank 0, out of place: the root's output is its
+//     input too), per-rank blocks rounded down to 16 bytes;
 //   - the check: after timing, fresh inputs that are a pure function of (seed, rank, index),
 //     outputs poisoned with NaN, one call, every element compared with what each rank computes
 //     locally, wrong elements summed over ranks; inputs are integers small enough that every
@@ -32,7 +33,7 @@
 
 namespace chorus::compare {
 
-enum class Coll { kAllReduce, kAllGather, kReduceScatter, kPingPong };
+enum class Coll { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kPingPong };
 
 const char* collName(Coll c);
 

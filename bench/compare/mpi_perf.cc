@@ -1,5 +1,5 @@
 // Reference numbers from MPI on the same machine: MPI_Allreduce / MPI_Allgather /
-// MPI_Reduce_scatter_block on float sum, and a ping-pong of MPI_Send / MPI_Recv between two
+// MPI_Reduce_scatter_block on float sum, MPI_Bcast from rank 0, and a ping-pong of MPI_Send / MPI_Recv between two
 // ranks, with chorus-perf's flags, sizes, timing, check and table (harness.h); all-reduce
 // also nonblocking with -z 0 (MPI_Iallreduce, every call of a size posted, then MPI_Wait in
 // order). Which transport
@@ -11,6 +11,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,14 @@ int main(int argc, char** argv) {
         ok(MPI_Reduce_scatter_block(in, out, static_cast<int>(count), MPI_FLOAT, MPI_SUM,
                                     MPI_COMM_WORLD),
            "MPI_Reduce_scatter_block");
+      };
+      break;
+    case Coll::kBroadcast:
+      // Out of place, as chorus-perf's: the root copies its input to its output (MPI_Bcast has
+      // one buffer), then every rank's output is the root's.
+      b.run = [rank](const float* in, float* out, size_t count) {
+        if (rank == 0) std::memcpy(out, in, count * sizeof(float));
+        ok(MPI_Bcast(out, static_cast<int>(count), MPI_FLOAT, 0, MPI_COMM_WORLD), "MPI_Bcast");
       };
       break;
     case Coll::kPingPong:

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Tables and plots from one compare.sh run: medians over repetitions per (collective, ranks,
-size, system), chorus/OpenMPI ratio, chorus as a percentage of the memory bound.
+size, system), chorus/OpenMPI ratio, chorus-reg/chorus ratio (registered buffers against
+ordinary ones), each chorus system as a percentage of the memory bound.
 
 busbw is recomputed from the median time (size / time x 2(n-1)/n for allreduce, (n-1)/n for
 allgather and reducescatter, as the tools print it) instead of taken from the tools' two-decimal
-column, so small sizes keep their digits. For the same size, chorus busbw / OpenMPI busbw is then
+column, so small sizes keep their digits (factor 1 for broadcast). For the same size, chorus busbw / OpenMPI busbw is then
 exactly OpenMPI time / chorus time, and the ratio is defined at every size.
 
     summarize.py OUT_DIR
@@ -20,6 +21,10 @@ M. With n ranks and S the "size" column:
   allreduce      traffic 2nS       busbw bound = 2(n-1)/n * S / (2nS/M)     = (n-1) M / n^2
   allgather      traffic (n+1)S    busbw bound = (n-1)/n * S / ((n+1)S/M)   = (n-1) M / (n(n+1))
   reducescatter  traffic (n+1)S    busbw bound = (n-1) M / (n(n+1))
+  broadcast      traffic (n+1)S    busbw bound = S / ((n+1)S/M)             = M / (n+1)
+    (the root's input read once, n outputs written: out of place, the root's output too)
+The same bound holds for chorus-reg: registered buffers change how close a path gets to it,
+not the traffic a perfect collective must move.
 """
 import csv
 import os
@@ -27,12 +32,25 @@ import statistics
 import subprocess
 import sys
 
-SYSTEM_ORDER = ["chorus", "ompi", "gloo"]
-COLL_ORDER = ["allreduce", "allgather", "reducescatter"]
+SYSTEM_ORDER = ["chorus", "chorus-reg", "ompi", "gloo"]
+COLL_ORDER = ["allreduce", "allgather", "reducescatter", "broadcast"]
+CHORUS_SYSTEMS = ["chorus", "chorus-reg"]
+# One line per collective under its table: what its bound counts.
+BOUND_TEXT = {
+    "allreduce": "n inputs read + n outputs written, 2nS at M: (n-1)M/n^2",
+    "allgather": "S of inputs read + nS of outputs written at M: (n-1)M/(n(n+1))",
+    "reducescatter": "nS of inputs read + S of outputs written at M: (n-1)M/(n(n+1))",
+    "broadcast": "the root's S read + n outputs of S written at M: M/(n+1)",
+}
 
 
 def busbw(coll, n, size, time_us):
-    factor = 2 * (n - 1) / n if coll == "allreduce" else (n - 1) / n
+    if coll == "allreduce":
+        factor = 2 * (n - 1) / n
+    elif coll == "broadcast":
+        factor = 1.0
+    else:
+        factor = (n - 1) / n
     return size / (time_us * 1e3) * factor if time_us > 0 else 0.0
 
 
@@ -61,6 +79,8 @@ def bound_busbw(coll, n, membw):
         return None
     if coll == "allreduce":
         return (n - 1) * membw / (n * n)
+    if coll == "broadcast":
+        return membw / (n + 1)
     return (n - 1) * membw / (n * (n + 1))
 
 
@@ -119,22 +139,31 @@ def main():
             reps = max(v[2] for k, v in med.items() if k[0] == coll and k[1] == n)
             bound = bound_busbw(coll, n, membw)
             print()
-            print(f"## {coll}, {n} ranks, float{' sum' if coll != 'allgather' else ''}, "
+            what = {"allgather": "", "broadcast": " from rank 0"}.get(coll, " sum")
+            print(f"## {coll}, {n} ranks, float{what}, "
                   f"out-of-place, median of {reps} runs; busbw in GB/s (1e9 B/s)")
             if bound is not None:
-                print(f"## memory bound: {bound:.2f} GB/s busbw (M = {membw:.1f} GB/s; a DRAM "
-                      f"bound: sizes that fit in the caches can exceed it)")
+                print(f"## memory bound: {bound:.2f} GB/s busbw = {BOUND_TEXT[coll]} (M = "
+                      f"{membw:.1f} GB/s; a DRAM bound: sizes that fit in the caches can exceed "
+                      f"it)")
             have_ratio = "chorus" in systems and "ompi" in systems
+            have_reg = "chorus" in systems and "chorus-reg" in systems
             if have_ratio:
                 print("## chorus/ompi: busbw ratio = time ratio ompi us / chorus us (> 1: chorus "
                       "faster); busbw from the median time, so defined where it prints as 0.00")
+            if have_reg:
+                print("## reg/chorus: chorus-reg (registered chorusMemAlloc buffers) against "
+                      "chorus (malloc'd buffers), time ratio")
+            bounded = [s for s in CHORUS_SYSTEMS if s in systems] if bound is not None else []
             head = f"{'size':>9}"
             for s in systems:
                 head += f" {s + ' us':>11} {s + ' GB/s':>11}"
             if have_ratio:
                 head += f" {'chorus/ompi':>11}"
-            if bound is not None and "chorus" in systems:
-                head += f" {'chorus %bound':>13}"
+            if have_reg:
+                head += f" {'reg/chorus':>10}"
+            for s in bounded:
+                head += f" {s + ' %bound':>17}"
             print(head)
             for size in sizes:
                 line = f"{human(size):>9}"
@@ -150,12 +179,16 @@ def main():
                         summary.append([coll, n, size, s, v[2], f"{v[0]:.3f}", f"{v[3]:.3f}",
                                         f"{v[4]:.3f}", f"{v[1]:.6g}",
                                         f"{bound:.4f}" if bound is not None else ""])
-                c, m = vals.get("chorus"), vals.get("ompi")
+                c, m, g = vals.get("chorus"), vals.get("ompi"), vals.get("chorus-reg")
                 if have_ratio:
                     ratio = fmt_ratio(m[0] / c[0]) if c and m and c[0] > 0 else "-"
                     line += f" {ratio:>11}"
-                if bound is not None and "chorus" in systems:
-                    line += f" {100 * c[1] / bound:12.1f}%" if c else f" {'-':>13}"
+                if have_reg:
+                    ratio = fmt_ratio(c[0] / g[0]) if c and g and g[0] > 0 else "-"
+                    line += f" {ratio:>10}"
+                for s in bounded:
+                    v = vals.get(s)
+                    line += f" {100 * v[1] / bound:16.1f}%" if v else f" {'-':>17}"
                 print(line)
 
     with open(os.path.join(out, "summary.csv"), "w", newline="") as f:
@@ -172,7 +205,7 @@ def main():
 def plot(out, coll, med, membw):
     pdir = os.path.join(out, "plot")
     os.makedirs(pdir, exist_ok=True)
-    colors = {"chorus": "#d62728", "ompi": "#1f77b4", "gloo": "#2ca02c"}
+    colors = {"chorus": "#d62728", "chorus-reg": "#9467bd", "ompi": "#1f77b4", "gloo": "#2ca02c"}
     ranks = sorted({k[1] for k in med if k[0] == coll})
     sizes = sorted({k[2] for k in med if k[0] == coll})
     series = []
