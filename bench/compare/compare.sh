@@ -9,7 +9,9 @@
 #   chorus  chorus-run + chorus-perf, default transport; CHORUS_* variables pass through, e.g.
 #           CHORUS_TRANSPORT=tcp forces TCP
 #   chorus-reg  the same with chorus-perf -R 1: buffers from chorusMemAlloc, registered with
-#           chorusCommRegister (the zero-copy path over shared memory)
+#           chorusCommRegister, and REG_ENV added to its environment. The tuner does not know
+#           a call's buffers are registered: the zero-copy algorithms run where REG_ENV forces
+#           them, e.g. REG_ENV="CHORUS_ALGO=allreduce:twoshot,allgather:direct,..."
 #   ompi    mpirun + bench/compare/mpi_perf (MPI_Allreduce / MPI_Allgather /
 #           MPI_Reduce_scatter_block / MPI_Bcast), shared memory: btl vader (CMA single copy)
 #           + self
@@ -44,6 +46,7 @@
 #   SYSTEMS     systems to run                            (default "chorus chorus-reg ompi gloo")
 #   ITERS, WARMUP  timed / warm-up calls per size         (default 20, 3)
 #   CHORUS_PERF_FLAGS  extra chorus-perf flags              (default "-z 1": blocking calls)
+#   REG_ENV     VAR=value words added to the chorus-reg runs' environment    (default none)
 #   MPI_MCA     mpirun flags choosing OpenMPI's transport (default "--mca btl vader,self")
 #   RUN_TIMEOUT seconds one run may take                  (default 1800)
 #   MEMBW       0: skip the memory probe and the bound    (default 1)
@@ -124,8 +127,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   ! has chorus "$systems" ||
     printf 'chorus\tchorus-perf, transport %s\n' "${CHORUS_TRANSPORT:-default}"
   ! has chorus-reg "$systems" ||
-    printf 'chorus-reg\tchorus-perf -R 1 (chorusMemAlloc buffers, registered), transport %s\n' \
-      "${CHORUS_TRANSPORT:-default}"
+    printf 'chorus-reg\tchorus-perf -R 1 (chorusMemAlloc buffers, registered), transport %s%s\n' \
+      "${CHORUS_TRANSPORT:-default}" "${REG_ENV:+, $REG_ENV}"
   ! has ompi "$systems" ||
     printf 'ompi\t%s, mpirun %s\n' "$(mpirun --version | head -n1)" "$mpi_mca"
   ! has gloo "$systems" ||
@@ -156,8 +159,9 @@ for n in "${ranks[@]}"; do
             run "$log" "$chorus_run" -n "$n" --no-prefix -- "$chorus_perf" "${flags[@]}" \
               ${CHORUS_PERF_FLAGS:--z 1} ;;
           chorus-reg)
-            # shellcheck disable=SC2086  # a list of flags
-            run "$log" "$chorus_run" -n "$n" --no-prefix -- "$chorus_perf" "${flags[@]}" \
+            # shellcheck disable=SC2086  # lists of words
+            run "$log" env ${REG_ENV:-} "$chorus_run" -n "$n" --no-prefix -- "$chorus_perf" \
+              "${flags[@]}" \
               ${CHORUS_PERF_FLAGS:--z 1} -R 1 ;;
           ompi)
             # shellcheck disable=SC2086  # MPI_MCA is a list of flags
