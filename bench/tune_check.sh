@@ -15,10 +15,17 @@
 # tuner's choices (CHORUS_DEBUG=INFO, subsystems TUNE and INIT), and tune_check.py checks that
 # the algorithm measured is the one predicted.
 #
+# With FORCED=1 (the default) every repetition also runs each algorithm the tuner weighed for a
+# group (the candidates its INFO lines list in the first repetition's log) forced with
+# CHORUS_ALGO=allreduce:<name>, right after the tuner's own run of that group, so the pick is
+# timed against every alternative in the same minute.
+#
 # tune_check.py then prints one table: transport, ranks, size, algorithm, predicted us,
-# measured us (median of the repetitions), predicted/measured, and "within 2x: X of Y". Exit
-# status 1 when any ratio is outside [0.5, 2], when a run measured another algorithm than the
-# one predicted, or when a run fails.
+# measured us (median of the repetitions), predicted/measured, and with FORCED=1 the fastest
+# forced algorithm, its median and the pick's median over it; then "within 2x: X of Y" and
+# "pick within 1.1x of the best forced: X of Y". Exit status 1 when any ratio is outside
+# [0.5, 2], when the pick is more than 1.1x the best forced algorithm, when a run measured
+# another algorithm than the one predicted, or when a run fails.
 #
 # Before measuring, waits until no other benchmark runs (bench/compare/compare.sh, chorus-perf,
 # mpi_perf, gloo_perf): on a small machine they would distort each other.
@@ -28,6 +35,8 @@
 #   TRANSPORTS   transports to check                                       (default "shm tcp")
 #   RANKS        rank counts to check                                      (default "2 4")
 #   RUN_TIMEOUT  seconds one chorus-perf run may take                      (default 300)
+#   FORCED       1: also time every candidate forced with CHORUS_ALGO; 0: only the tuner's
+#                pick (about 5x quicker)                                   (default 1)
 #   OUT          directory for the logs, predictions and table.csv (default: a new /tmp dir)
 #   TOPO_FLAGS   extra chorus-topo flags, e.g. "--constants tcp-loopback.step=2" to try other
 #                cost-model constants (the runs still use the built-in ones, so a changed choice
@@ -45,6 +54,7 @@ transports=${TRANSPORTS:-shm tcp}
 ranks=${RANKS:-2 4}
 run_timeout=${RUN_TIMEOUT:-300}
 measure=${MEASURE:-1}
+forced=${FORCED:-1}
 topo_flags=${TOPO_FLAGS:-}
 
 fail() {
@@ -109,7 +119,22 @@ export CHORUS_SOCKET_IFNAME=${CHORUS_SOCKET_IFNAME:-lo}
   env | grep '^CHORUS_' | sort || true
 } >"$out/meta.txt"
 
-rm -f "$out"/logs/perf-*.log
+# run LOG ENV...: one chorus-perf run of the current group; fails the check when it fails.
+run_group() {
+  local log=$1 rc=0
+  shift
+  # shellcheck disable=SC2086  # the group is a list of flags
+  env "$@" CHORUS_DEBUG=INFO CHORUS_DEBUG_SUBSYS=TUNE,INIT \
+    timeout --kill-after=10 "$run_timeout" "$chorus_run" -n "$n" --no-prefix -- \
+    "$chorus_perf" ${groups[$g]} -c 0 -z 1 >"$log" 2>&1 || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    tail -n 20 "$log" >&2
+    fail "exit status $rc: $t, $n ranks, group '${groups[$g]}' $* (log: $log)"
+  fi
+}
+
+rm -f "$out"/logs/perf-*.log "$out"/logs/forced-*.log
+declare -A candidates  # "t n g" -> the algorithms the tuner weighed there (first repetition)
 for rep in $(seq 1 "$reps"); do
   for t in $transports; do
     case $t in
@@ -120,15 +145,16 @@ for rep in $(seq 1 "$reps"); do
     for n in $ranks; do
       for g in "${!groups[@]}"; do
         log=$out/logs/perf-$t-n$n-r$rep-g$g.log
-        rc=0
-        # shellcheck disable=SC2086  # the group is a list of flags
-        env "${tenv[@]}" CHORUS_DEBUG=INFO CHORUS_DEBUG_SUBSYS=TUNE,INIT \
-          timeout --kill-after=10 "$run_timeout" "$chorus_run" -n "$n" --no-prefix -- \
-          "$chorus_perf" ${groups[$g]} -c 0 -z 1 >"$log" 2>&1 || rc=$?
-        if [ "$rc" -ne 0 ]; then
-          tail -n 20 "$log" >&2
-          fail "exit status $rc: $t, $n ranks, group '${groups[$g]}' (log: $log)"
+        run_group "$log" "${tenv[@]}"
+        [ "$forced" != 0 ] || continue
+        if [ "$rep" = 1 ]; then
+          candidates["$t $n $g"]=$(python3 "$here/tune_check.py" --candidates "$log")
+          [ -n "${candidates["$t $n $g"]}" ] || fail "no candidates listed in $log"
         fi
+        for a in ${candidates["$t $n $g"]}; do
+          run_group "$out/logs/forced-$t-n$n-r$rep-g$g-$a.log" "${tenv[@]}" \
+            CHORUS_ALGO="allreduce:$a"
+        done
       done
       echo "tune_check: $t, $n ranks, run $rep/$reps done" >&2
     done
