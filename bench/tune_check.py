@@ -16,8 +16,9 @@ and prints, per transport, rank count and size measured, the algorithm predicted
 time, the median over the repetitions of the out-of-place time, and predicted/measured; where
 forced runs exist, also the fastest forced algorithm (by median), its median, the pick's forced
 median over it (pick/best: the criterion; the pick is one of the forced algorithms, so every
-alternative is timed the same way) and the tuner's own run over it (run/best); then "within 2x: X of Y" and "pick within 1.1x of the best forced: X of Y".
-Writes OUT_DIR/table.csv too.
+alternative is timed the same way) and the tuner's own run over it (run/best); then
+"within 2x: X of Y" and "pick within 1.1x of the best forced: X of Y". Writes
+OUT_DIR/table.csv too.
 
 The algorithm measured is read from the library's log: "allreduce <bytes> B on <n> ranks: <algo>"
 (TUNE) for every size the communicator asks the tuner about. All-reduces that fit a host staging
@@ -62,7 +63,7 @@ def candidates(path):
             if not m:
                 continue
             for item in m.group(1).split(" < "):
-                name = item.split()[0] if item.split() else ""
+                name = item.split(" ", 1)[0]
                 if re.fullmatch(r"\w+", name) and name not in names:
                     names.append(name)
     return names

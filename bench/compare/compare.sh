@@ -161,8 +161,7 @@ for n in "${ranks[@]}"; do
           chorus-reg)
             # shellcheck disable=SC2086  # lists of words
             run "$log" env ${REG_ENV:-} "$chorus_run" -n "$n" --no-prefix -- "$chorus_perf" \
-              "${flags[@]}" \
-              ${CHORUS_PERF_FLAGS:--z 1} -R 1 ;;
+              "${flags[@]}" ${CHORUS_PERF_FLAGS:--z 1} -R 1 ;;
           ompi)
             # shellcheck disable=SC2086  # MPI_MCA is a list of flags
             run "$log" mpirun -np "$n" --oversubscribe $mpi_mca --mca btl_tcp_if_include lo \

@@ -4,9 +4,9 @@ size, system), chorus/OpenMPI ratio, chorus-reg/chorus ratio (registered buffers
 ordinary ones), each chorus system as a percentage of the memory bound.
 
 busbw is recomputed from the median time (size / time x 2(n-1)/n for allreduce, (n-1)/n for
-allgather and reducescatter, as the tools print it) instead of taken from the tools' two-decimal
-column, so small sizes keep their digits (factor 1 for broadcast). For the same size, chorus busbw / OpenMPI busbw is then
-exactly OpenMPI time / chorus time, and the ratio is defined at every size.
+allgather and reducescatter, 1 for broadcast, as the tools print it) instead of taken from the
+tools' two-decimal column, so small sizes keep their digits. For the same size, chorus busbw /
+OpenMPI busbw is then exactly OpenMPI time / chorus time, and the ratio is defined at every size.
 
     summarize.py OUT_DIR
 
