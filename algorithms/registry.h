@@ -78,6 +78,11 @@ struct AlgoInfo {
   /// names, and only theirs, start with "quant_" (checked at registration), so a list of names
   /// (chorus-info, chorusGetAlgorithmInfo, CHORUS_ALGO) tells them apart.
   bool quantized = false;
+  /// Every rank's plan exchanges its header with every other rank, at every count, so what the
+  /// headers carry besides the call (kHeaderInSegments: whose buffers lie in chorusMemAlloc
+  /// segments) reaches every rank alike. Implied for Needs::kHostWindow (every window plan
+  /// awaits every peer); tests/unit/schedules checks both on every rank of 2 to 7.
+  bool hearsEveryPeer = false;
 };
 
 /// Adds an entry at static initialization; use through CHORUS_REGISTER_ALGORITHM.

@@ -177,7 +177,8 @@ struct WindowHeader {
   uint8_t coll = 0;
   uint8_t dtype = 0;
   uint8_t op = 0;
-  uint8_t pad = 0;
+  /// What differs between ranks and is not checked: kHeaderInSegments.
+  uint8_t flags = 0;
   uint16_t algo = 0;  ///< the algorithm's registry index (equal on every rank of one build)
   uint16_t pad2 = 0;
   uint64_t count() const { return (static_cast<uint64_t>(countHi) << 32) | countLo; }
@@ -186,7 +187,17 @@ struct WindowHeader {
     countHi = static_cast<uint32_t>(c >> 32);
   }
   bool operator==(const WindowHeader&) const = default;
+  /// The same call (every field but the flags).
+  bool sameCall(WindowHeader other) const {
+    other.flags = flags;
+    return other == *this;
+  }
 };
+
+/// Header flag (WindowHeader::flags, exec::WireHeader::flags): the call's input and output lie
+/// in chorusMemAlloc segments on this rank, which its peers on the host read as plain memory.
+/// Set only on calls that ask (exec::OpIdentity::segments).
+inline constexpr uint8_t kHeaderInSegments = 1;
 static_assert(sizeof(WindowHeader) == 24);
 
 /// How a window wait gives up: at the deadline, on an abort, or when `checkPeer` says the rank

@@ -183,6 +183,10 @@ struct CollDesc {
   // Quantized collectives: the config, equal on every rank (its shape sets block sizes; the
   // seed and rounding matter only when the steps run). Empty for every other call.
   std::optional<kernels::QuantConfig> quant;
+  // Every rank's input and output lie in chorusMemAlloc segments, which peers on the host read
+  // as plain memory (learned from the headers of an earlier call, equal on every rank). Only
+  // the tuner reads it: one-sided reads are then priced as memory, not cross-memory attach.
+  bool segments = false;
 };
 
 class Schedule {

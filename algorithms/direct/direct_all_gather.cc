@@ -48,6 +48,7 @@ CHORUS_REGISTER_ALGORITHM({
     .build = &buildDirectAllGather,
     .traffic = &directBlockTraffic,
     .needs = Needs::kOneSided,
+    .hearsEveryPeer = true,
 });
 
 }  // namespace chorus::algo

@@ -91,6 +91,7 @@ CHORUS_REGISTER_ALGORITHM({
     .build = &buildDirectAllToAll,
     .traffic = &directAllToAllTraffic,
     .needs = Needs::kOneSided,
+    .hearsEveryPeer = true,
 });
 
 }  // namespace chorus::algo

@@ -67,6 +67,7 @@ CHORUS_REGISTER_ALGORITHM({
     .build = &buildDirectReduceScatter,
     .traffic = &directBlockTraffic,
     .needs = Needs::kOneSided,
+    .hearsEveryPeer = true,
 });
 
 }  // namespace chorus::algo

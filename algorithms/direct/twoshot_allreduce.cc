@@ -85,6 +85,7 @@ CHORUS_REGISTER_ALGORITHM({
     .traffic = &twoShotTraffic,
     .needs = Needs::kOneSided,
     .order = RankOrder::kRingPositions,
+    .hearsEveryPeer = true,
 });
 
 }  // namespace chorus::algo

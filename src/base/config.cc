@@ -46,6 +46,7 @@ constexpr EnvVar kVars[] = {
     {"CHORUS_SPIN_US", "20", "microseconds a wait spins before yielding, then blocking"},
     {"CHORUS_YIELD_US", "200", "microseconds a wait then gives up its core (sched_yield) between looks before it sleeps (futex, poll)"},
     // Topology
+    {"CHORUS_COST", "", "overrides of the cost model's constants after the table and the calibration, as chorus-topo --constants takes them ('host.membw=25,shm.latency=0.8'; chorus-topo --tune shows the constants); every rank must set the same"},
     {"CHORUS_TUNE", "auto", "auto: the cost model's memory rates are measured once per host and boot (by one rank per host, cached in $XDG_RUNTIME_DIR/chorus or /tmp/chorus-<uid>) and its cache rule follows the detected L2; measure: that, and the link constants from a short ping-pong per link class at communicator creation (under 200 ms); off: the built-in table"},
     {"CHORUS_TOPO_FILE", "", "read this host's topology from a file (chorus JSON as written by CHORUS_TOPO_DUMP_FILE, or NCCL topology XML) instead of detecting it"},
     {"CHORUS_TOPO_DUMP_FILE", "", "write the detected topology of the host to this file as JSON (%h: host name, %p: pid)"},

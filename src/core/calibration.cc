@@ -270,8 +270,10 @@ HostCalibration calibrateHost(const std::string& dir, const std::string& key, st
   return c;
 }
 
-void applyCalibration(const HostCalibration& c, uint64_t cacheBytes, CostModel* model) {
+void applyCalibration(const HostCalibration& c, uint64_t cacheBytes, CostModel* model,
+                      uint64_t llcBytes) {
   HostConstants h = model->host();
+  if (llcBytes > 0) h.llcBytes = llcBytes;
   if (c.memBwGBps > 0) h.memBwGBps = c.memBwGBps;
   if (c.cacheBwGBps > 0) h.cacheBwGBps = std::max(c.cacheBwGBps, h.memBwGBps);
   if (cacheBytes > 0) h.cacheBytes = cacheBytes;

@@ -91,6 +91,7 @@ HostCalibration calibrateHost(const std::string& dir, const std::string& key, st
 /// `model` with `c`'s terms in place of the table's (docs/design.md, "Self-sizing and
 /// self-calibration", says how each term is used): the memory rates, the cache rule
 /// `cacheBytes`, and each measured link term (a 0 keeps the model's value).
-void applyCalibration(const HostCalibration& c, uint64_t cacheBytes, CostModel* model);
+void applyCalibration(const HostCalibration& c, uint64_t cacheBytes, CostModel* model,
+                      uint64_t llcBytes = 0);
 
 }  // namespace chorus::cost

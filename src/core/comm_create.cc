@@ -71,6 +71,7 @@ std::vector<uint8_t> Vote::encode() const {
   std::memcpy(out.data() + 32, &tcpLatencyUs, 4);
   std::memcpy(out.data() + 36, &tcpBwGBps, 4);
   std::memcpy(out.data() + 40, &crossCoreGBps, 4);
+  std::memcpy(out.data() + 44, &llcKiB, 4);
   return out;
 }
 
@@ -92,6 +93,7 @@ StatusOr<Vote> Vote::decode(const std::vector<uint8_t>& in) {
   std::memcpy(&v.tcpLatencyUs, in.data() + 32, 4);
   std::memcpy(&v.tcpBwGBps, in.data() + 36, 4);
   std::memcpy(&v.crossCoreGBps, in.data() + 40, 4);
+  std::memcpy(&v.llcKiB, in.data() + 44, 4);
   for (float x : {v.memBwGBps, v.cacheBwGBps, v.lineNs, v.crossCoreGBps, v.handoffUs,
                   v.tcpLatencyUs, v.tcpBwGBps})
     if (!std::isfinite(x) || x < 0)
@@ -147,11 +149,12 @@ void Vote::applyHostTerms(const std::vector<Vote>& votes, cost::CostModel* model
   auto longest = [](float acc, float v) { return std::max(acc, v); };
   cost::HostCalibration c;
   float mem = 0, cache = 0, line = 0, cross = 0, handoff = 0, tcpLat = 0, tcpBw = 0;
-  uint32_t kib = 0;
+  uint32_t kib = 0, llcKiB = 0;
   for (const Vote& v : votes) {
     mem = lowest(mem, v.memBwGBps);
     cache = lowest(cache, v.cacheBwGBps);
     if (v.cacheKiB > 0) kib = kib > 0 ? std::min(kib, v.cacheKiB) : v.cacheKiB;
+    if (v.llcKiB > 0) llcKiB = llcKiB > 0 ? std::min(llcKiB, v.llcKiB) : v.llcKiB;
     line = longest(line, v.lineNs);
     cross = lowest(cross, v.crossCoreGBps);
     handoff = longest(handoff, v.handoffUs);
@@ -162,7 +165,8 @@ void Vote::applyHostTerms(const std::vector<Vote>& votes, cost::CostModel* model
   c.cacheBwGBps = cache;
   c.links = {.lineNs = line, .crossCoreGBps = cross, .handoffUs = handoff,
              .tcpLatencyUs = tcpLat, .tcpBwGBps = tcpBw};
-  cost::applyCalibration(c, static_cast<uint64_t>(kib) << 10, model);
+  cost::applyCalibration(c, static_cast<uint64_t>(kib) << 10, model,
+                         static_cast<uint64_t>(llcKiB) << 10);
 }
 
 Communicator::Communicator(int rank, int nranks)
@@ -259,6 +263,10 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::create(
   CHORUS_RETURN_IF_ERROR(c->setupWindow());
   c->finishSetup();
   CHORUS_RETURN_IF_ERROR(c->calibrate());
+  // The user's word over the table and the calibration. Every rank must say the same: a rank
+  // that picks another algorithm for a call fails it, naming both ranks' calls.
+  if (Status s = c->model_.applyOverrides(config::getString("CHORUS_COST")); !s.ok())
+    return s.withContext("CHORUS_COST");
   int local = 0;
   for (int r = 0; r < nranks; ++r) local += c->layout_->sameHost(r, rank) ? 1 : 0;
   CHORUS_LOG(INFO, INIT) << "comm " << std::hex << c->commId_ << std::dec << " rank " << rank
@@ -311,6 +319,11 @@ Status Communicator::setupWindow() {
 // rank that has work, so block sooner, unless CHORUS_SPIN_US says otherwise).
 void Communicator::finishSetup() {
   platform_ = tune::platformFor(*layout_, agreed_);
+  // Whose buffers lie in chorusMemAlloc segments matters where one-sided reads go over shared
+  // memory on one host (cost::CostInput::segments); nothing is known before the first call.
+  learnSegments_ = platform_.oneSided && platform_.cost.hosts == 1 &&
+                   platform_.cost.intra == cost::LinkClass::kShm;
+  segments_.fill(-1);
   const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
   const int local = layout_->localSize(rank_);
   if (cores > 0 && local > cores && !config::isSet("CHORUS_SPIN_US")) {
@@ -388,6 +401,7 @@ Status Communicator::selfCalibrate(Vote* mine) {
   mine->memBwGBps = static_cast<float>(cal.memBwGBps);
   mine->cacheBwGBps = static_cast<float>(cal.cacheBwGBps);
   mine->cacheKiB = static_cast<uint32_t>(std::min<uint64_t>(sizes.cacheBytes >> 10, UINT32_MAX));
+  mine->llcKiB = static_cast<uint32_t>(std::min<uint64_t>(sizes.llcBytes >> 10, UINT32_MAX));
   mine->lineNs = static_cast<float>(cal.links.lineNs);
   mine->crossCoreGBps = static_cast<float>(cal.links.crossCoreGBps);
   mine->handoffUs = static_cast<float>(cal.links.handoffUs);

@@ -14,7 +14,7 @@ namespace chorus {
 
 /// One rank's vote in the agreement at creation (comm_create.cc).
 struct Vote {
-  static constexpr size_t kBytes = 44;
+  static constexpr size_t kBytes = 48;
   uint8_t flags = 0;
   cost::LinkClass intra = cost::LinkClass::kShm;
   cost::LinkClass inter = cost::LinkClass::kEthernet;
@@ -24,6 +24,7 @@ struct Vote {
   /// (cost/machine.h); 0 from every other rank and when CHORUS_TUNE=off.
   float memBwGBps = 0, cacheBwGBps = 0;
   uint32_t cacheKiB = 0;
+  uint32_t llcKiB = 0;  ///< the leader's last-level cache (cost::DerivedSizes::llcBytes)
   /// The leader's measured link terms (cost::LinkCalibration; 0: not measured).
   float lineNs = 0, crossCoreGBps = 0, handoffUs = 0, tcpLatencyUs = 0, tcpBwGBps = 0;
 

@@ -14,7 +14,7 @@
 
 namespace chorus {
 
-sched::CollDesc Communicator::describe(const CollArgs& a, bool inPlace) const {
+sched::CollDesc Communicator::describe(const CollArgs& a, bool inPlace, bool segments) const {
   const size_t elem = dataTypeSize(a.dtype);
   sched::CollDesc d;
   d.coll = a.coll;
@@ -32,6 +32,7 @@ sched::CollDesc Communicator::describe(const CollArgs& a, bool inPlace) const {
   }
   d.window = agreed_.window;
   if (a.quant) d.quant = *a.quant;
+  d.segments = segments;
   return d;
 }
 

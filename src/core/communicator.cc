@@ -9,6 +9,7 @@
 #include "algorithms/kernels/reduce.h"
 #include "src/base/block_pool.h"
 #include "src/base/logging.h"
+#include "src/base/shared_alloc.h"
 #include "src/bootstrap/bootstrap.h"
 
 namespace chorus {
@@ -16,6 +17,9 @@ namespace {
 
 constexpr int kNumBuiltinOps = 5;  // chorusSum..chorusAvg
 constexpr int kOpAvg = 4;
+// A call this large says in its headers whether its buffers lie in chorusMemAlloc segments:
+// two registry lookups (a lock, a map, getpid; about 0.2 us) are noise beside its data.
+constexpr uint64_t kSegmentsMinBytes = 32 << 10;
 // A nonblocking operation this large wakes the progress thread at once: it takes longer than a
 // wake-up costs. Smaller ones are usually waited for right away (op_queue.h).
 constexpr uint64_t kUrgentBytes = 32 << 10;
@@ -90,8 +94,23 @@ Status Communicator::prepare(const CollArgs& a, Call* c) {
     inPlace = false;  // the scaled copy is the input now
   }
 
+  // Zero-copy reads (issue 16): a peer reads a buffer in a chorusMemAlloc segment through a
+  // mapping, at memory speed, and any other buffer by cross-memory attach, pinning its pages
+  // per call. Which the tuner prices must be equal on every rank, and a rank knows only its
+  // own buffers before the call, so the call's headers carry each rank's answer and the next
+  // call of this collective is priced by what every rank said in the last one that asked
+  // (segments_, updated in finish()). A rank whose buffers changed costs one call priced on
+  // the old answer; every algorithm is correct on any buffer.
+  int8_t inSegments = -1;
+  if (learnSegments_ && std::max(inBytes, outBytes) >= kSegmentsMinBytes) {
+    mem::SegmentRef ref;
+    const bool in = inBytes == 0 || mem::find(send, inBytes, &ref);
+    inSegments = in && (outBytes == 0 || mem::find(recv, outBytes, &ref)) ? 1 : 0;
+  }
+
   PlanKey key;
   key.coll = a.coll;
+  key.segments = segments_[static_cast<size_t>(a.coll)] > 0;
   key.inPlace = inPlace;
   key.elemSize = static_cast<uint32_t>(elem);
   key.root = rooted(a.coll) ? a.root : -1;
@@ -108,7 +127,7 @@ Status Communicator::prepare(const CollArgs& a, Call* c) {
   } else {
     plan = plans_.find(key);
     if (!plan) {
-      CHORUS_ASSIGN_OR_RETURN(plan, planFor(describe(a, inPlace)));
+      CHORUS_ASSIGN_OR_RETURN(plan, planFor(describe(a, inPlace, key.segments)));
       plans_.insert(key, plan);
     }
     lastKey_ = key;
@@ -124,6 +143,7 @@ Status Communicator::prepare(const CollArgs& a, Call* c) {
   id.root = a.root;
   id.seq = ++collSeq_;
   id.quant = a.quant.get();
+  id.segments = inSegments;
   exec::Bindings& bind = bindings_;
   bind.buf.resize(sched::kFirstUserBuf);
   bind.bytes.resize(sched::kFirstUserBuf);
@@ -141,6 +161,15 @@ Status Communicator::finish(const CollArgs& a, const Call& c) {
     lastCounter_ = &algoCounts_[c.plan->name];
   }
   ++*lastCounter_;
+  if (c.id.segments >= 0) {
+    // Learned only from a plan on which every rank hears every other, so that every rank
+    // learns the same (see prepare()).
+    const algo::AlgoInfo* ran = algo::algorithmAt(c.plan->algoId);
+    if (ran && (ran->needs == algo::Needs::kHostWindow || ran->hearsEveryPeer)) {
+      const int seen = executor_.segmentsSeen();
+      if (seen >= 0) segments_[static_cast<size_t>(a.coll)] = static_cast<int8_t>(seen);
+    }
+  }
   if (a.userOp == kOpAvg) {
     const bool hasOutput = a.coll != sched::Coll::kReduce || a.root == rank_;
     if (hasOutput && a.count > 0)

@@ -176,7 +176,7 @@ class Communicator {
   bool urgent(const CollArgs& a);
 
   // Selection and plans (comm_plan.cc).
-  sched::CollDesc describe(const CollArgs& a, bool inPlace) const;
+  sched::CollDesc describe(const CollArgs& a, bool inPlace, bool segments) const;
   StatusOr<std::shared_ptr<const exec::Plan>> planFor(const sched::CollDesc& d);
   StatusOr<std::shared_ptr<const exec::Plan>> p2pPlan(std::span<const P2POp> ops);
   StatusOr<std::shared_ptr<const exec::Plan>> p2pPlanFor(std::span<const P2POp> ops);
@@ -201,6 +201,11 @@ class Communicator {
   std::unique_ptr<HostWindow> window_;
 
   PlanCache plans_;
+  // Per collective: whether every rank's buffers lay in chorusMemAlloc segments in the last
+  // call that asked and heard every rank (-1: not known yet). Equal on every rank: each learns
+  // it from the same call's headers (exec::Executor::segmentsSeen). See prepare().
+  std::array<int8_t, static_cast<size_t>(sched::Coll::kSendRecv) + 1> segments_;
+  bool learnSegments_ = false;  // one host, one-sided reads over shared memory
   PlanKey lastKey_;  // the last collective's signature and plan
   std::shared_ptr<const exec::Plan> lastPlan_;
   struct RecentP2P {

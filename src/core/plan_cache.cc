@@ -13,8 +13,9 @@ uint64_t mix(uint64_t h, uint64_t v) {
 
 size_t PlanKeyHash::operator()(const PlanKey& k) const {
   uint64_t h = mix(static_cast<uint64_t>(k.coll), k.count);
-  h = mix(h, (static_cast<uint64_t>(k.elemSize) << 33) | (static_cast<uint64_t>(k.inPlace) << 32) |
-                 static_cast<uint32_t>(k.root));
+  h = mix(h, (static_cast<uint64_t>(k.segments) << 63) |
+                 (static_cast<uint64_t>(k.elemSize) << 33) |
+                 (static_cast<uint64_t>(k.inPlace) << 32) | static_cast<uint32_t>(k.root));
   h = mix(h, k.quant);
   for (uint64_t v : k.extra) h = mix(h, v);
   return static_cast<size_t>(h);

@@ -31,6 +31,7 @@ struct PlanKey {
   int32_t root = -1;
   uint64_t count = 0;
   uint64_t quant = 0;  // quantized calls: the config's shape (kernels::quantWords), else 0
+  bool segments = false;  // CollDesc::segments (the tuner prices the call differently)
   std::vector<uint64_t> extra;  // all-to-allv counts/displacements; point-to-point ops
   bool operator==(const PlanKey&) const = default;
 };

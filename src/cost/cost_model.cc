@@ -47,7 +47,7 @@ constexpr LinkConstants kDefaultLinks[kNumLinkClasses] = {
 constexpr HostConstants kDefaultHost = {
     /*memBwGBps=*/36, /*cacheBwGBps=*/100, /*cacheBytes=*/512 << 10,
     /*callOverheadUs=*/2, /*stagedCallUs=*/0.1, /*lineUs=*/0.06, /*crossCoreGBps=*/60,
-    /*contextSwitchUs=*/0.42};
+    /*contextSwitchUs=*/0.42, /*llcBytes=*/32 << 20};
 
 constexpr uint64_t kKiB = 1024, kMiB = 1024 * 1024;
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -168,6 +168,7 @@ Status CostModel::applyOverrides(std::string_view spec) {
       if (field == "membw") h.memBwGBps = v;
       else if (field == "cachebw") h.cacheBwGBps = v;
       else if (field == "cache") h.cacheBytes = static_cast<uint64_t>(v);
+      else if (field == "llc") h.llcBytes = static_cast<uint64_t>(v);
       else if (field == "call") h.callOverheadUs = v;
       else if (field == "staged") h.stagedCallUs = v;
       else if (field == "line") h.lineUs = v;
@@ -236,6 +237,16 @@ Breakdown CostModel::explain(const Traffic& t, const CostInput& raw) const {
     const double intraGet = usFor((1 - interShare) * t.getBytes, li.bandwidthGBps);
     const double nicGet = usFor(interShare * t.getBytes * in.ranksPerHost, lx.bandwidthGBps);
     b.oneSidedUs = share * (intraGet + t.gets * li.getOverheadUs) + nicGet;
+    // From a segment's mapping a read is a copy, with no system call or pinning per call —
+    // while the host's working set stays in its last-level cache. Beyond it every read and
+    // write of the zero-copy path goes to DRAM (a two-shot moves about 3.5 N per rank there,
+    // where the staged path's cache-sized rounds move 2 N), which the model's memory rate
+    // does not tell apart (it is measured within the L3); measured there, the zero-copy
+    // two-shot took 1.2-1.3x the staged one's time (docs/performance.md), so those reads keep
+    // the cross-memory-attach price, which ranks them below it.
+    if (in.segments && !multiHost && in.intra == LinkClass::kShm &&
+        t.workingSet * in.ranksPerHost <= static_cast<double>(host_.llcBytes))
+      b.oneSidedUs = share * usFor(2 * t.getBytes, memBw);
   }
   b.waitUs = share > 1 ? t.waits * 3 * share * host_.contextSwitchUs : 0;
   return b;
@@ -256,10 +267,11 @@ std::string CostModel::constantsTable() const {
   }
   std::snprintf(line, sizeof line,
                 "# host: membw %.1f GB/s, cache bw %.1f GB/s within %s, call %.2f us, staged "
-                "call %.2f us, line %.3f us (%.1f GB/s across cores), context switch %.2f us\n",
+                "call %.2f us, line %.3f us (%.1f GB/s across cores), context switch %.2f us, "
+                "last-level cache %s\n",
                 host_.memBwGBps, host_.cacheBwGBps, sizeText(host_.cacheBytes).c_str(),
                 host_.callOverheadUs, host_.stagedCallUs, host_.lineUs, host_.crossCoreGBps,
-                host_.contextSwitchUs);
+                host_.contextSwitchUs, sizeText(host_.llcBytes).c_str());
   o << line;
   return o.str();
 }

@@ -96,6 +96,9 @@ struct HostConstants {
   double crossCoreGBps = 60;
   /// One hand-over of a core between two ranks waiting on it by sched_yield (see "waits").
   double contextSwitchUs = 0.42;
+  /// The host's last-level cache, which all its ranks share: zero-copy reads of chorusMemAlloc
+  /// segments (CostInput::segments) are priced as copies while the host's working set fits it.
+  uint64_t llcBytes = 32 << 20;
 };
 
 /// The layout and links a prediction is for.
@@ -114,6 +117,9 @@ struct CostInput {
   uint64_t roundBytes = 0;
   /// Quantized calls: packed bytes per byte of the call's type (0: not quantized).
   double packedRatio = 0;
+  /// One-sided reads on one host over shared memory read chorusMemAlloc segments: a memcpy
+  /// from a mapping (no system call, no page pinning) instead of cross-memory attach.
+  bool segments = false;
 };
 
 /// The input with its counts made consistent: at least one rank and host, ranks per host within
@@ -172,8 +178,8 @@ class CostModel {
 
   /// Applies "class.field=value,..." overrides, e.g. "shm.latency=0.8,tcp-loopback.bw=3,
   /// host.membw=25". Link fields: latency, bw, step, get, cpu, nominal; host fields: membw,
-  /// cachebw, cache (bytes), call, staged, line, cross, ctx. Unknown names or non-positive bandwidths are
-  /// kInvalidArgument naming the item; nothing is applied then.
+  /// cachebw, cache (bytes), llc (bytes), call, staged, line, cross, ctx. Unknown names or
+  /// non-positive bandwidths are kInvalidArgument naming the item; nothing is applied then.
   Status applyOverrides(std::string_view spec);
 
   /// The time of `t` on `in`'s layout and links, term by term.

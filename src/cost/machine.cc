@@ -31,7 +31,9 @@ std::string_view sourceName(Source s) {
 std::string DerivedSizes::toString() const {
   return "slot " + sizeText(slotBytes) + " (" + std::string(sourceName(slotSource)) +
          "), round " + sizeText(roundBytes) + " (" + std::string(sourceName(roundSource)) +
-         "), cache " + sizeText(cacheBytes) + " (" + std::string(sourceName(cacheSource)) + ")";
+         "), cache " + sizeText(cacheBytes) + " (" + std::string(sourceName(cacheSource)) +
+         "), last-level cache " + sizeText(llcBytes) + " (" +
+         std::string(sourceName(llcSource)) + ")";
 }
 
 // The reasoning, per size:
@@ -58,6 +60,7 @@ DerivedSizes deriveSizes(const MachineDesc& m) {
   d.slotBytes = kTableSlotBytes;
   d.roundBytes = kTableRoundBytes;
   d.cacheBytes = kTableCacheBytes;
+  d.llcBytes = kTableLlcBytes;
   if (m.l2Bytes > 0) {
     d.roundBytes = std::clamp<uint64_t>(pow2Floor(m.l2Bytes / 4), 64 << 10, 1 << 20);
     d.slotBytes = std::clamp<uint64_t>(pow2Floor(m.l2Bytes / 32), 8 << 10, 128 << 10);
@@ -65,6 +68,8 @@ DerivedSizes deriveSizes(const MachineDesc& m) {
     d.roundSource = d.slotSource = d.cacheSource = Source::kDetected;
   }
   if (m.l3Bytes > 0) {
+    d.llcBytes = m.l3Bytes;
+    d.llcSource = Source::kDetected;
     const uint64_t ranks = static_cast<uint64_t>(std::max(1, m.ranksOnHost));
     const uint64_t cap = std::max<uint64_t>(pow2Floor(m.l3Bytes / (4 * ranks)), 64 << 10);
     if (cap < d.roundBytes || d.roundSource == Source::kTable) {

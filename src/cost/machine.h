@@ -32,8 +32,10 @@ struct DerivedSizes {
   uint64_t slotBytes = 0;   ///< host window one-shot slot (CHORUS_SHM_STAGING)
   uint64_t roundBytes = 0;  ///< host window two-shot round, per rank and half
   uint64_t cacheBytes = 0;  ///< cost model: working sets up to this run at cache rate
+  /// Cost model: the host's last-level cache (HostConstants::llcBytes).
+  uint64_t llcBytes = 0;
   Source slotSource = Source::kTable, roundSource = Source::kTable,
-         cacheSource = Source::kTable;
+         cacheSource = Source::kTable, llcSource = Source::kTable;
   /// "slot 32 KiB (table), round 256 KiB (detected cache), cache 512 KiB (table)"
   std::string toString() const;
 };
@@ -44,6 +46,8 @@ struct DerivedSizes {
 inline constexpr uint64_t kTableSlotBytes = 32 << 10;
 inline constexpr uint64_t kTableRoundBytes = 256 << 10;
 inline constexpr uint64_t kTableCacheBytes = 512 << 10;
+/// The development machine's L3 (32 MiB, as its kernel reports it).
+inline constexpr uint64_t kTableLlcBytes = 32 << 20;
 
 /// The sizes `m` implies (no environment read).
 DerivedSizes deriveSizes(const MachineDesc& m);

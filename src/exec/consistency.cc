@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "algorithms/kernels/quantize.h"
+#include "transports/transport.h"
 
 namespace chorus::exec {
 namespace {
@@ -47,6 +48,7 @@ WireHeader makeConsistencyHeader(const OpIdentity& id, const char* algo, uint64_
   h.coll = static_cast<uint8_t>(id.coll);
   h.dtype = static_cast<uint8_t>(id.dtype);
   h.op = wireOp(id.userOp);
+  h.flags = id.segments > 0 ? kHeaderInSegments : 0;
   h.root = id.root;
   h.seq = id.seq;
   h.count = id.count;

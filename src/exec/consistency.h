@@ -24,7 +24,8 @@ struct WireHeader {
   uint8_t coll = 0;
   uint8_t dtype = 0;
   uint8_t op = 0;  // the user's op (chorusRedOp_t value, 0xff when none)
-  uint8_t pad[3] = {};
+  uint8_t flags = 0;  // not checked: kHeaderInSegments (transports/transport.h)
+  uint8_t pad[2] = {};
   int32_t root = -1;
   uint64_t seq = 0;
   uint64_t count = 0;
@@ -53,6 +54,10 @@ struct OpIdentity {
   /// Quantized collectives: the call's config (its shape must be the one the plan was built
   /// for; the seed and rounding apply to this run). Null otherwise.
   const kernels::QuantConfig* quant = nullptr;
+  /// Whether this rank's input and output lie in chorusMemAlloc segments, for its headers
+  /// (kHeaderInSegments), or -1 when the call does not ask: the executor then learns nothing
+  /// of its peers' buffers (Executor::segmentsSeen()).
+  int8_t segments = -1;
 };
 
 /// "allreduce(count=100, float32, sum) #7 [ring]"

@@ -193,14 +193,32 @@ WindowHeader Executor::windowHeader(const Plan& plan, const OpIdentity& id) cons
   h.dtype = static_cast<uint8_t>(id.dtype);
   h.op = wireOp(id.userOp);
   h.algo = plan.algoId;
+  h.flags = id.segments > 0 ? kHeaderInSegments : 0;
   return h;
 }
 
+void Executor::noteSegments(int peer, uint8_t flags) {
+  if (segmentsAsked_ == 0) return;
+  uint64_t& seen = segmentsSeenAt_[static_cast<size_t>(peer)];
+  if (seen == segmentsEpoch_) return;  // its window header and its wire header say the same
+  seen = segmentsEpoch_;
+  --segmentsPending_;
+  segmentsAll_ = segmentsAll_ && (flags & kHeaderInSegments) != 0;
+}
+
+int Executor::segmentsSeen() const {
+  if (segmentsAsked_ == 0 || segmentsPending_ > 0) return -1;
+  return segmentsAll_ ? 1 : 0;
+}
+
 Status Executor::checkWindowHeader(int peer, const Plan& plan, const OpIdentity& id,
-                                   const ExecEnv& env) const {
+                                   const ExecEnv& env) {
   const WindowHeader& mine = myHeader_;
   const WindowHeader theirs = env.window->header(peer, id.seq);
-  if (theirs == mine) return Status();
+  if (theirs.sameCall(mine)) {
+    noteSegments(peer, theirs.flags);
+    return Status();
+  }
   OpIdentity other;
   other.coll = static_cast<sched::Coll>(theirs.coll);
   other.seq = id.seq - static_cast<uint32_t>(static_cast<uint32_t>(id.seq) - theirs.seq);
@@ -259,6 +277,14 @@ Status Executor::bind(const Plan& plan, Bindings& bind, const OpIdentity& id,
                         " runs through the host window, which this communicator does not have");
   if (bind.buf.size() < sched::kFirstUserBuf) bind.buf.resize(sched::kFirstUserBuf, nullptr);
   if (bind.bytes.size() < bind.buf.size()) bind.bytes.resize(bind.buf.size(), 0);
+  segmentsAsked_ = id.segments >= 0 ? 1 : 0;
+  if (segmentsAsked_) {
+    if (segmentsSeenAt_.size() != static_cast<size_t>(env.nranks))
+      segmentsSeenAt_.assign(static_cast<size_t>(env.nranks), 0);
+    ++segmentsEpoch_;
+    segmentsPending_ = env.nranks - 1;
+    segmentsAll_ = id.segments > 0;
+  }
   buf_ = bind.buf.data();
   bytes_ = bind.bytes.data();
   bytes_[sched::kScratch] = plan.schedule.scratchBytes;
@@ -518,8 +544,10 @@ Status Executor::runDataflow(const Plan& plan, const OpIdentity& id, DataType dt
     for (size_t k = 0; k < np; ++k) peerRuns_[k]->headerSent = peerRuns_[k]->headerRecvd = true;
   }
   auto checkHeader = [&](const PeerRun& p) -> Status {
-    return checkConsistencyHeader(p.mine, p.theirs, env.rank, p.peer, id,
-                                  plan.schedule.algo.c_str());
+    CHORUS_RETURN_IF_ERROR(checkConsistencyHeader(p.mine, p.theirs, env.rank, p.peer, id,
+                                                  plan.schedule.algo.c_str()));
+    noteSegments(p.peer, p.theirs.flags);
+    return Status();
   };
 
   // ---- The dataflow loop ----------------------------------------------------------------

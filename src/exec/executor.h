@@ -110,6 +110,13 @@ class Executor {
                     const OpIdentity& id, const ExecEnv& env, bool resume, bool mayBlock,
                     bool* done);
 
+  /// After a run whose call asked (OpIdentity::segments >= 0): 1 when every rank's input and
+  /// output lay in chorusMemAlloc segments (its own, and each peer's header flag), 0 when some
+  /// rank's did not, -1 when the call did not ask or this rank did not hear from every peer.
+  /// What a rank hears depends on the plan: on a plan where every rank hears every other
+  /// (AlgoInfo::hearsEveryPeer), every rank learns the same answer.
+  int segmentsSeen() const;
+
  private:
   struct PeerRun;
   struct Posted {
@@ -133,7 +140,8 @@ class Executor {
   Status awaitWindow(const sched::Step& s, size_t index, const Plan& plan, const OpIdentity& id,
                      const ExecEnv& env);
   Status checkWindowHeader(int peer, const Plan& plan, const OpIdentity& id,
-                           const ExecEnv& env) const;
+                           const ExecEnv& env);
+  void noteSegments(int peer, uint8_t flags);  // a peer's header flags, once per run
   WindowHeader windowHeader(const Plan& plan, const OpIdentity& id) const;
   std::byte* ptr(const sched::Range& r) const { return buf_[r.buf] + r.offset; }
   std::byte* peerWindow(int peer, const sched::Range& r, const OpIdentity& id,
@@ -158,6 +166,12 @@ class Executor {
   std::vector<WaitWord> words_;
   uint32_t signalled_ = 0;
   WindowHeader myHeader_;  // this run's header in the host window
+  // What the headers say of the ranks' buffers (segmentsSeen()), for a run that asks.
+  int segmentsAsked_ = 0;
+  int segmentsPending_ = 0;  // peers not heard from yet
+  bool segmentsAll_ = false;
+  uint64_t segmentsEpoch_ = 0;
+  std::vector<uint64_t> segmentsSeenAt_;  // per rank: the epoch its header was noted in
   // A sequential plan run in parts (runInParts): whether the call was entered, and the step
   // to continue at.
   bool partEntered_ = false;

@@ -37,6 +37,7 @@ cost::CostInput inputFor(const sched::CollDesc& d, const algo::Platform& p) {
   in.roundBytes = p.window.roundBytes;
   in.chunkBytes = std::max<uint64_t>(1, d.chunkBytes);
   in.packedRatio = sched::packedRatio(d);
+  in.segments = in.segments || d.segments;  // the platform's: chorus-topo --tune --segments
   return cost::normalized(in);
 }
 

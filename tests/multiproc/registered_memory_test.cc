@@ -9,7 +9,9 @@
 //   - collectives on chorusMemAlloc buffers with the one-sided algorithms forced (all-reduce,
 //     all-gather, reduce-scatter, broadcast), over real forked ranks on shared memory: exact
 //     results, and the peers' segments mapped read-only by each rank that reads (the zero-copy
-//     path, seen in /proc/self/maps) rather than read by cross-memory attach.
+//     path, seen in /proc/self/maps) rather than read by cross-memory attach;
+//   - the tuner learning from every rank's call headers that the buffers are segments, and
+//     taking the zero-copy all-reduce then (and only then).
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -299,6 +301,91 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{Coll::kReduceScatter, "reducescatter:direct", 3, 65537},
                       Case{Coll::kBroadcast, "broadcast:direct", 3, 70001}),
     caseName);
+
+// How many calls of `algo` ("allreduce:twoshot") this communicator ran.
+uint64_t runsOf(chorusComm_t comm, const std::string& algo) {
+  chorusStats_t st{};
+  st.structSize = sizeof st;
+  if (chorusCommGetStats(comm, &st) != chorusSuccess) return ~0ull;
+  for (int a = 0; a < st.numAlgos; ++a)
+    if (algo == st.algos[a].name) return st.algos[a].count;
+  return 0;
+}
+
+// The tuner prices one-sided reads of chorusMemAlloc buffers as memory copies once every rank
+// has said, in an earlier call's headers, that its buffers lie in segments: all-reduce then
+// switches from the staged two-shot to the zero-copy one, switches back one call after any
+// rank's buffers stop being segments, and never switches while one rank's are not. Every rank
+// must pick the same algorithm for every call (a rank that did not would fail the call naming
+// both), and every result is exact. The constants (the table's, with the memory rates of a
+// calibrated run on the development machine) and the window's sizes are fixed and the mask
+// keeps the two candidates, so the picks do not depend on this machine: 4 MiB on 2 or 3 ranks
+// is within the table's 32 MiB last-level cache, where the zero-copy reads win.
+TEST(RegisteredTuner, LearnsFromEveryRanksHeaders) {
+  for (int ranks : {2, 3}) {
+    RunOptions opt;
+    opt.deadlineSeconds = 90;
+    opt.env = {{"CHORUS_TRANSPORT", "shm"},
+               {"CHORUS_TUNE", "off"},
+               {"CHORUS_COST", "host.membw=93,host.cachebw=139"},
+               {"CHORUS_SHM_STAGING", "32K"},
+               {"CHORUS_SHM_STAGING_ROUND", "256K"},
+               {"CHORUS_ALGO", "allreduce:twoshot,allreduce:twoshot_staged"}};
+    auto out = runRanks(ranks, [&](chorusComm_t comm, int rank, int n) -> std::string {
+      constexpr size_t kCount = 1u << 20;  // 4 MiB of float32
+      constexpr size_t kBytes = kCount * sizeof(float);
+      void *segIn = nullptr, *segOut = nullptr;
+      RANK_OK(chorusMemAlloc(&segIn, kBytes));
+      RANK_OK(chorusMemAlloc(&segOut, kBytes));
+      std::vector<float> heapIn(kCount), heapOut(kCount);
+      uint32_t call = 0;
+      // One all-reduce of small integers (exact in any order) from `in` into `out`.
+      auto allReduce = [&](float* in, float* outF) -> std::string {
+        ++call;
+        for (size_t i = 0; i < kCount; i += 4099) in[i] = static_cast<float>((rank + 1) * call);
+        for (size_t i = 0; i < kCount; i += 4099) outF[i] = -1;
+        RANK_OK(chorusAllReduce(in, outF, kCount, chorusFloat32, chorusSum, comm, nullptr));
+        const float expect = static_cast<float>(call * static_cast<uint32_t>(n * (n + 1) / 2));
+        for (size_t i = 0; i < kCount; i += 4099)
+          RANK_CHECK(outF[i] == expect, "call " + std::to_string(call) + ": element " +
+                                            std::to_string(i) + " is " +
+                                            std::to_string(outF[i]));
+        return "";
+      };
+      auto expectRuns = [&](uint64_t staged, uint64_t zeroCopy) -> std::string {
+        const uint64_t s = runsOf(comm, "allreduce:twoshot_staged");
+        const uint64_t z = runsOf(comm, "allreduce:twoshot");
+        RANK_CHECK(s == staged && z == zeroCopy,
+                   "after call " + std::to_string(call) + ": " + std::to_string(s) +
+                       " staged and " + std::to_string(z) + " zero-copy runs, expected " +
+                       std::to_string(staged) + " and " + std::to_string(zeroCopy));
+        return "";
+      };
+      auto* si = static_cast<float*>(segIn);
+      auto* so = static_cast<float*>(segOut);
+      std::string e;
+      // Segments on every rank: the first call cannot know, the next ones read zero-copy.
+      for (int k = 0; k < 3; ++k)
+        if (!(e = allReduce(si, so)).empty()) return e;
+      if (!(e = expectRuns(1, 2)).empty()) return e;
+      // Ordinary memory everywhere: one call on the old answer, then staged again.
+      for (int k = 0; k < 2; ++k)
+        if (!(e = allReduce(heapIn.data(), heapOut.data())).empty()) return e;
+      if (!(e = expectRuns(2, 3)).empty()) return e;
+      // Segments on every rank but the last: staged throughout.
+      for (int k = 0; k < 3; ++k) {
+        const bool seg = rank != n - 1;
+        if (!(e = allReduce(seg ? si : heapIn.data(), seg ? so : heapOut.data())).empty())
+          return e;
+      }
+      if (!(e = expectRuns(5, 3)).empty()) return e;
+      RANK_OK(chorusMemFree(segIn));
+      RANK_OK(chorusMemFree(segOut));
+      return "";
+    }, opt);
+    EXPECT_EQ(summarize(out), "") << ranks << " ranks";
+  }
+}
 
 }  // namespace
 }  // namespace chorus::test

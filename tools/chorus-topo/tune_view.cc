@@ -182,6 +182,10 @@ void addTuneOptions(CLI::App& app, TuneFlags& flags) {
   app.add_option("--constants", flags.constants,
                  "with --tune: override cost-model constants, e.g. "
                  "'shm.latency=0.8,tcp-loopback.bw=3,host.membw=25'");
+  app.add_flag("--segments", flags.segments,
+               "with --tune: every rank's buffers come from chorusMemAlloc (what a job learns "
+               "from its calls' headers): one-sided reads over shared memory are priced as "
+               "copies from a mapping");
 }
 
 bool printTuning(const topo::System& system, const TuneFlags& flags, int* exitCode) {
@@ -219,6 +223,10 @@ bool printTuning(const topo::System& system, const TuneFlags& flags, int* exitCo
   if (!sizes.ok()) return fail(sizes.status().message(), 2);
   StatusOr<JobModel> job = modelJob(*layout, shm, cores, nicGbps, *sizes, nicSource);
   if (!job.ok()) return fail(job.status().message(), 2);
+  if (flags.segments) {
+    job->platform.cost.segments = true;
+    job->summary += "; buffers in chorusMemAlloc segments (--segments)";
+  }
   cost::CostModel model = cost::defaultCostModel();
   std::string tune = config::getString("CHORUS_TUNE");
   if (tune.empty()) tune = "auto";
@@ -228,8 +236,10 @@ bool printTuning(const topo::System& system, const TuneFlags& flags, int* exitCo
   cost::HostCalibration cal;
   if (tune != "off" && ranks > 1) {
     cal = cost::calibrateHost(cost::defaultCacheDir(), cost::hostKey(), &calNote);
-    cost::applyCalibration(cal, sizes->cacheBytes, &model);
+    cost::applyCalibration(cal, sizes->cacheBytes, &model, sizes->llcBytes);
   }
+  if (Status s = model.applyOverrides(config::getString("CHORUS_COST")); !s.ok())
+    return fail("CHORUS_COST: " + s.message(), 2);
   if (Status s = model.applyOverrides(flags.constants); !s.ok()) return fail(s.message(), 2);
 
   if (flags.csv) {
@@ -262,7 +272,9 @@ bool printTuning(const topo::System& system, const TuneFlags& flags, int* exitCo
     << cost::sourceName(sizes->slotSource) << "), round " << cost::sizeText(sizes->roundBytes)
     << " (" << cost::sourceName(sizes->roundSource) << ")\n"
     << "  cost model cache rule: " << cost::sizeText(model.host().cacheBytes) << " ("
-    << cacheRule << ")\n"
+    << cacheRule << "); last-level cache " << cost::sizeText(model.host().llcBytes) << " ("
+    << (calibrated ? cost::sourceName(sizes->llcSource) : "table")
+    << ": zero-copy reads of chorusMemAlloc buffers are priced as copies within it)\n"
     << "  memory rates: " << fixed1(model.host().memBwGBps) << " GB/s beyond the cache, "
     << fixed1(model.host().cacheBwGBps) << " GB/s within (" << rates;
   if (calibrated && cal.source == cost::Source::kCalibrated)

@@ -47,6 +47,7 @@ struct TuneFlags {
   uint64_t maxBytes = 256ull << 20;  // --max
   uint64_t factor = 4;       // --factor
   std::string constants;     // --constants: CostModel::applyOverrides() syntax
+  bool segments = false;     // --segments: every rank's buffers in chorusMemAlloc segments
   // layout_view's --ranks and --ranks-per-host, read after parsing (nullptr: not registered).
   const CLI::Option* ranks = nullptr;
   const CLI::Option* ranksPerHost = nullptr;

@@ -28,6 +28,8 @@ TEST(DeriveSizes, UnknownCachesKeepTheTable) {
   EXPECT_EQ(d.slotSource, Source::kTable);
   EXPECT_EQ(d.roundSource, Source::kTable);
   EXPECT_EQ(d.cacheSource, Source::kTable);
+  EXPECT_EQ(d.llcBytes, kTableLlcBytes);
+  EXPECT_EQ(d.llcSource, Source::kTable);
 }
 
 TEST(DeriveSizes, TheTablesMachineGivesTheTable) {
@@ -37,6 +39,8 @@ TEST(DeriveSizes, TheTablesMachineGivesTheTable) {
   EXPECT_EQ(d.roundBytes, 256 * kKiB);
   EXPECT_EQ(d.cacheBytes, 512 * kKiB);
   EXPECT_EQ(d.roundSource, Source::kDetected);
+  EXPECT_EQ(d.llcBytes, kTableLlcBytes);
+  EXPECT_EQ(d.llcSource, Source::kDetected);
 }
 
 struct Case {

@@ -118,7 +118,15 @@ void checkOne(const AlgoInfo& a, int n, const std::vector<CollDesc>& d, uint64_t
   for (int r = 0; r < n; ++r) {
     const sched::Schedule& s = plans[static_cast<size_t>(r)];
     // Its own name, or the registered algorithm it falls back to where it does not apply.
-    ASSERT_NE(findAlgorithm(a.coll, s.algo), nullptr) << s.algo;
+    const AlgoInfo* built = findAlgorithm(a.coll, s.algo);
+    ASSERT_NE(built, nullptr) << s.algo;
+    if (n > 1 && built->hearsEveryPeer) {
+      // Its headers go to and come from every other rank (what they carry besides the call
+      // must reach every rank alike).
+      const std::set<int> peers(s.peers.begin(), s.peers.end());
+      ASSERT_EQ(peers.size(), static_cast<size_t>(n - 1)) << s.algo << " rank " << r;
+      ASSERT_EQ(peers.count(r), 0u) << s.algo << " rank " << r;
+    }
     if (n > 1 && s.usesWindow()) {
       // Window schedules have no message peers; they await every other rank at least once,
       // which is where mismatched calls are caught (each rank's header comes with its signal).
@@ -338,6 +346,9 @@ TEST(Registry, CountZeroStillNamesPeers) {
       }
       EXPECT_TRUE(s.steps.empty() || a.coll == Coll::kBarrier) << a.name;
       EXPECT_FALSE(s.peers.empty()) << collName(a.coll) << " rank " << r;
+      if (a.hearsEveryPeer) {
+        EXPECT_EQ(s.peers.size(), 4u) << a.name << " rank " << r;
+      }
     }
     d.root = 0;
     const sched::Schedule one = makeSchedule(a, d, 0, 1);
