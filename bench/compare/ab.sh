@@ -10,16 +10,19 @@
 # In every repetition each configuration runs once with A and once with B, back to back (A first
 # in odd repetitions, B first in even ones), so drifts of a shared machine hit both alike.
 #
-# Configurations: all-reduce, float sum, SIZES (default -b 8 -e 8M -f 4), for each rank count,
-# over shm and over TCP (CHORUS_TRANSPORT), blocking (-z 1) and nonblocking (-z 0) — set
-# TRANSPORTS / BLOCKING to narrow it. Every run checks its results (-c 1).
+# Configurations: COLL (default allreduce), float sum, SIZES (default -b 8 -e 8M -f 4), for each
+# rank count, over shm and over TCP (CHORUS_TRANSPORT), blocking (-z 1) and nonblocking (-z 0)
+# — set TRANSPORTS / BLOCKING to narrow it. Every run checks its results (-c 1). PERF_ARGS go
+# to chorus-perf (e.g. "-R 1": registered chorusMemAlloc buffers), RUN_ARGS to chorus-run
+# (e.g. "--bind-to core").
 #
 # Prints, per configuration and size, the median time of A and of B and B/A; a line per size
 # where B is more than 5% slower is flagged "slower". Writes OUT/raw.csv (compare.sh's
 # columns, system = a|b-<transport>-z<blocking>), OUT/ab.txt (the table) and OUT/logs/.
 #
-# Environment: SIZES, ITERS (default 200), WARMUP (50), TRANSPORTS ("shm tcp"),
-# BLOCKING ("1 0"), RUN_TIMEOUT (300), OUT (bench/compare/results/<date>-<time>-ab).
+# Environment: COLL, SIZES, ITERS (default 200), WARMUP (50), TRANSPORTS ("shm tcp"),
+# BLOCKING ("1 0"), PERF_ARGS, RUN_ARGS, RUN_TIMEOUT (300), OUT
+# (bench/compare/results/<date>-<time>-ab).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -28,7 +31,10 @@ build_a=$1
 build_b=$2
 reps=${3:-5}
 if [ $# -gt 3 ]; then ranks=("${@:4}"); else ranks=(2 4); fi
+coll=${COLL:-allreduce}
 sizes=${SIZES:--b 8 -e 8M -f 4}
+perf_args=${PERF_ARGS:-}
+run_args=${RUN_ARGS:-}
 iters=${ITERS:-200}
 warmup=${WARMUP:-50}
 transports=${TRANSPORTS:-shm tcp}
@@ -63,18 +69,20 @@ export CHORUS_SOCKET_IFNAME=lo
   echo "a: ${dir[a]} ($(git -C "${dir[a]}" describe --always --dirty 2>/dev/null || echo '?'))"
   echo "b: ${dir[b]} ($(git -C "${dir[b]}" describe --always --dirty 2>/dev/null || echo '?'))"
   echo "host: $(uname -srm), $(nproc) cpus; load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "allreduce float sum '$sizes', ranks ${ranks[*]}, transports $transports, -z $blocking"
+  echo "$coll float sum '$sizes', ranks ${ranks[*]}, transports $transports, -z $blocking"
+  echo "chorus-perf extra: '$perf_args', chorus-run extra: '$run_args'"
   echo "iters $iters, warmup $warmup, reps $reps"
 } >"$out/meta.txt"
 
 launch() {  # launch SIDE TRANSPORT Z N REP
   local side=$1 transport=$2 z=$3 n=$4 rep=$5 d=${dir[$1]}
   local log=$out/logs/$side-$transport-z$z-n$n-r$rep.log
-  # shellcheck disable=SC2086  # the size flags are meant to split into words
+  # shellcheck disable=SC2086  # the size and extra flags are meant to split into words
   run "$log" env LD_LIBRARY_PATH="$d" CHORUS_TRANSPORT="$transport" \
-    "$d/tools/chorus-run/chorus-run" -n "$n" --no-prefix -- \
-    "$d/tools/chorus-perf/chorus-perf" $sizes -n "$iters" -w "$warmup" -c 1 -z "$z"
-  record "$side-$transport-z$z" allreduce "$n" "$rep" "$log"
+    "$d/tools/chorus-run/chorus-run" $run_args -n "$n" --no-prefix -- \
+    "$d/tools/chorus-perf/chorus-perf" --coll "$coll" $sizes -n "$iters" -w "$warmup" -c 1 \
+    -z "$z" $perf_args
+  record "$side-$transport-z$z" "$coll" "$n" "$rep" "$log"
 }
 
 echo "system,coll,nranks,rep,size,time_us,busbw_gbps,wrong" >"$out/raw.csv"

@@ -238,14 +238,15 @@ Breakdown CostModel::explain(const Traffic& t, const CostInput& raw) const {
     const double nicGet = usFor(interShare * t.getBytes * in.ranksPerHost, lx.bandwidthGBps);
     b.oneSidedUs = share * (intraGet + t.gets * li.getOverheadUs) + nicGet;
     // From a segment's mapping a read is a copy, with no system call or pinning per call —
-    // while the host's working set stays in its last-level cache. Beyond it every read and
-    // write of the zero-copy path goes to DRAM (a two-shot moves about 3.5 N per rank there,
-    // where the staged path's cache-sized rounds move 2 N), which the model's memory rate
-    // does not tell apart (it is measured within the L3); measured there, the zero-copy
-    // two-shot took 1.2-1.3x the staged one's time (docs/performance.md), so those reads keep
-    // the cross-memory-attach price, which ranks them below it.
+    // while the host's working set stays within half its last-level cache (the other half
+    // for everything else, as the window's rounds are sized). Beyond it the reads and writes
+    // of the zero-copy path go to DRAM (a two-shot moves about 3.5 N per rank there, where
+    // the staged path's cache-sized rounds move 2 N), which the model's memory rate does not
+    // tell apart (it is measured within the L3); measured there, the zero-copy two-shot took
+    // 1.2-1.3x the staged one's time (docs/performance.md), so those reads keep the
+    // cross-memory-attach price, which ranks them below it.
     if (in.segments && !multiHost && in.intra == LinkClass::kShm &&
-        t.workingSet * in.ranksPerHost <= static_cast<double>(host_.llcBytes))
+        2 * t.workingSet * in.ranksPerHost <= static_cast<double>(host_.llcBytes))
       b.oneSidedUs = share * usFor(2 * t.getBytes, memBw);
   }
   b.waitUs = share > 1 ? t.waits * 3 * share * host_.contextSwitchUs : 0;

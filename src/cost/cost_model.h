@@ -97,7 +97,8 @@ struct HostConstants {
   /// One hand-over of a core between two ranks waiting on it by sched_yield (see "waits").
   double contextSwitchUs = 0.42;
   /// The host's last-level cache, which all its ranks share: zero-copy reads of chorusMemAlloc
-  /// segments (CostInput::segments) are priced as copies while the host's working set fits it.
+  /// segments (CostInput::segments) are priced as copies while the host's working set fits in
+  /// half of it.
   uint64_t llcBytes = 32 << 20;
 };
 

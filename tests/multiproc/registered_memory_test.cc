@@ -318,16 +318,16 @@ uint64_t runsOf(chorusComm_t comm, const std::string& algo) {
 // rank's buffers stop being segments, and never switches while one rank's are not. Every rank
 // must pick the same algorithm for every call (a rank that did not would fail the call naming
 // both), and every result is exact. The constants (the table's, with the memory rates of a
-// calibrated run on the development machine) and the window's sizes are fixed and the mask
-// keeps the two candidates, so the picks do not depend on this machine: 4 MiB on 2 or 3 ranks
-// is within the table's 32 MiB last-level cache, where the zero-copy reads win.
+// calibrated run on the development machine and a last-level cache no call outgrows) and the
+// window's sizes are fixed and the mask keeps the two candidates, so the picks do not depend
+// on this machine.
 TEST(RegisteredTuner, LearnsFromEveryRanksHeaders) {
   for (int ranks : {2, 3}) {
     RunOptions opt;
     opt.deadlineSeconds = 90;
     opt.env = {{"CHORUS_TRANSPORT", "shm"},
                {"CHORUS_TUNE", "off"},
-               {"CHORUS_COST", "host.membw=93,host.cachebw=139"},
+               {"CHORUS_COST", "host.membw=93,host.cachebw=139,host.llc=1073741824"},
                {"CHORUS_SHM_STAGING", "32K"},
                {"CHORUS_SHM_STAGING_ROUND", "256K"},
                {"CHORUS_ALGO", "allreduce:twoshot,allreduce:twoshot_staged"}};
