@@ -204,7 +204,7 @@ class Communicator {
   // Per collective: whether every rank's buffers lay in chorusMemAlloc segments in the last
   // call that asked and heard every rank (-1: not known yet). Equal on every rank: each learns
   // it from the same call's headers (exec::Executor::segmentsSeen). See prepare().
-  std::array<int8_t, static_cast<size_t>(sched::Coll::kSendRecv) + 1> segments_;
+  std::array<int8_t, static_cast<size_t>(sched::Coll::kSendRecv) + 1> segments_{};
   bool learnSegments_ = false;  // one host, one-sided reads over shared memory
   PlanKey lastKey_;  // the last collective's signature and plan
   std::shared_ptr<const exec::Plan> lastPlan_;
