@@ -243,7 +243,7 @@ Breakdown CostModel::explain(const Traffic& t, const CostInput& raw) const {
     // of the zero-copy path go to DRAM (a two-shot moves about 3.5 N per rank there, where
     // the staged path's cache-sized rounds move 2 N), which the model's memory rate does not
     // tell apart (it is measured within the L3); measured there, the zero-copy two-shot took
-    // 1.2-1.3x the staged one's time (docs/performance.md), so those reads keep the
+    // 1.3-1.4x the staged one's time (docs/performance.md), so those reads keep the
     // cross-memory-attach price, which ranks them below it.
     if (in.segments && !multiHost && in.intra == LinkClass::kShm &&
         2 * t.workingSet * in.ranksPerHost <= static_cast<double>(host_.llcBytes))
