@@ -321,8 +321,12 @@ void Communicator::finishSetup() {
   platform_ = tune::platformFor(*layout_, agreed_);
   // Whose buffers lie in chorusMemAlloc segments matters where one-sided reads go over shared
   // memory on one host (cost::CostInput::segments); nothing is known before the first call.
-  learnSegments_ = platform_.oneSided && platform_.cost.hosts == 1 &&
-                   platform_.cost.intra == cost::LinkClass::kShm;
+  const bool oneHostReads = platform_.oneSided && platform_.cost.hosts == 1 &&
+                            platform_.cost.intra == cost::LinkClass::kShm;
+  learnSegments_.fill(false);
+  for (const algo::AlgoInfo* a : algo::allAlgorithms())
+    if (oneHostReads && (a->needs == algo::Needs::kHostWindow || a->hearsEveryPeer))
+      learnSegments_[static_cast<size_t>(a->coll)] = true;
   segments_.fill(-1);
   const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
   const int local = layout_->localSize(rank_);

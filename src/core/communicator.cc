@@ -102,7 +102,8 @@ Status Communicator::prepare(const CollArgs& a, Call* c) {
   // (segments_, updated in finish()). A rank whose buffers changed costs one call priced on
   // the old answer; every algorithm is correct on any buffer.
   int8_t inSegments = -1;
-  if (learnSegments_ && std::max(inBytes, outBytes) >= kSegmentsMinBytes) {
+  if (learnSegments_[static_cast<size_t>(a.coll)] &&
+      std::max(inBytes, outBytes) >= kSegmentsMinBytes) {
     mem::SegmentRef ref;
     const bool in = inBytes == 0 || mem::find(send, inBytes, &ref);
     inSegments = in && (outBytes == 0 || mem::find(recv, outBytes, &ref)) ? 1 : 0;

@@ -205,7 +205,9 @@ class Communicator {
   // call that asked and heard every rank (-1: not known yet). Equal on every rank: each learns
   // it from the same call's headers (exec::Executor::segmentsSeen). See prepare().
   std::array<int8_t, static_cast<size_t>(sched::Coll::kSendRecv) + 1> segments_{};
-  bool learnSegments_ = false;  // one host, one-sided reads over shared memory
+  // Per collective: one host, one-sided reads over shared memory, and a registered algorithm
+  // of the collective on which every rank hears every other (the calls ask only then).
+  std::array<bool, static_cast<size_t>(sched::Coll::kSendRecv) + 1> learnSegments_{};
   PlanKey lastKey_;  // the last collective's signature and plan
   std::shared_ptr<const exec::Plan> lastPlan_;
   struct RecentP2P {
