@@ -111,6 +111,12 @@ inline constexpr uint16_t kNoAlgorithm = 0xffff;
 uint16_t algorithmIndex(const AlgoInfo* a);
 const AlgoInfo* algorithmAt(uint16_t index);
 
+/// Whether every rank's plan of `a` hears every other rank's header: AlgoInfo::hearsEveryPeer,
+/// or a host-window algorithm.
+inline bool everyRankHearsEveryRank(const AlgoInfo& a) {
+  return a.hearsEveryPeer || a.needs == Needs::kHostWindow;
+}
+
 /// Whether the platform meets `a`'s needs; when not, *why says what is missing.
 bool needsMet(const AlgoInfo& a, const Platform& p, const char** why);
 

@@ -145,7 +145,7 @@ tune::Agreement Vote::combine(const std::vector<Vote>& votes, uint64_t chunkByte
 
 void Vote::applyHostTerms(const std::vector<Vote>& votes, cost::CostModel* model) {
   // Per term, over the votes that carry it: the lowest rate, or the longest time.
-  auto lowest = [](float acc, float v) { return v > 0 ? (acc > 0 ? std::min(acc, v) : v) : acc; };
+  auto lowest = [](auto acc, auto v) { return v > 0 ? (acc > 0 ? std::min(acc, v) : v) : acc; };
   auto longest = [](float acc, float v) { return std::max(acc, v); };
   cost::HostCalibration c;
   float mem = 0, cache = 0, line = 0, cross = 0, handoff = 0, tcpLat = 0, tcpBw = 0;
@@ -153,8 +153,8 @@ void Vote::applyHostTerms(const std::vector<Vote>& votes, cost::CostModel* model
   for (const Vote& v : votes) {
     mem = lowest(mem, v.memBwGBps);
     cache = lowest(cache, v.cacheBwGBps);
-    if (v.cacheKiB > 0) kib = kib > 0 ? std::min(kib, v.cacheKiB) : v.cacheKiB;
-    if (v.llcKiB > 0) llcKiB = llcKiB > 0 ? std::min(llcKiB, v.llcKiB) : v.llcKiB;
+    kib = lowest(kib, v.cacheKiB);
+    llcKiB = lowest(llcKiB, v.llcKiB);
     line = longest(line, v.lineNs);
     cross = lowest(cross, v.crossCoreGBps);
     handoff = longest(handoff, v.handoffUs);
@@ -325,7 +325,7 @@ void Communicator::finishSetup() {
                             platform_.cost.intra == cost::LinkClass::kShm;
   learnSegments_.fill(false);
   for (const algo::AlgoInfo* a : algo::allAlgorithms())
-    if (oneHostReads && (a->needs == algo::Needs::kHostWindow || a->hearsEveryPeer))
+    if (oneHostReads && algo::everyRankHearsEveryRank(*a))
       learnSegments_[static_cast<size_t>(a->coll)] = true;
   segments_.fill(-1);
   const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);

@@ -166,7 +166,7 @@ Status Communicator::finish(const CollArgs& a, const Call& c) {
     // Learned only from a plan on which every rank hears every other, so that every rank
     // learns the same (see prepare()).
     const algo::AlgoInfo* ran = algo::algorithmAt(c.plan->algoId);
-    if (ran && (ran->needs == algo::Needs::kHostWindow || ran->hearsEveryPeer)) {
+    if (ran && algo::everyRankHearsEveryRank(*ran)) {
       const int seen = executor_.segmentsSeen();
       if (seen >= 0) segments_[static_cast<size_t>(a.coll)] = static_cast<int8_t>(seen);
     }

@@ -198,7 +198,7 @@ WindowHeader Executor::windowHeader(const Plan& plan, const OpIdentity& id) cons
 }
 
 void Executor::noteSegments(int peer, uint8_t flags) {
-  if (segmentsAsked_ == 0) return;
+  if (!segmentsAsked_) return;
   uint64_t& seen = segmentsSeenAt_[static_cast<size_t>(peer)];
   if (seen == segmentsEpoch_) return;  // its window header and its wire header say the same
   seen = segmentsEpoch_;
@@ -207,7 +207,7 @@ void Executor::noteSegments(int peer, uint8_t flags) {
 }
 
 int Executor::segmentsSeen() const {
-  if (segmentsAsked_ == 0 || segmentsPending_ > 0) return -1;
+  if (!segmentsAsked_ || segmentsPending_ > 0) return -1;
   return segmentsAll_ ? 1 : 0;
 }
 
@@ -277,7 +277,7 @@ Status Executor::bind(const Plan& plan, Bindings& bind, const OpIdentity& id,
                         " runs through the host window, which this communicator does not have");
   if (bind.buf.size() < sched::kFirstUserBuf) bind.buf.resize(sched::kFirstUserBuf, nullptr);
   if (bind.bytes.size() < bind.buf.size()) bind.bytes.resize(bind.buf.size(), 0);
-  segmentsAsked_ = id.segments >= 0 ? 1 : 0;
+  segmentsAsked_ = id.segments >= 0;
   if (segmentsAsked_) {
     if (segmentsSeenAt_.size() != static_cast<size_t>(env.nranks))
       segmentsSeenAt_.assign(static_cast<size_t>(env.nranks), 0);

@@ -167,7 +167,7 @@ class Executor {
   uint32_t signalled_ = 0;
   WindowHeader myHeader_;  // this run's header in the host window
   // What the headers say of the ranks' buffers (segmentsSeen()), for a run that asks.
-  int segmentsAsked_ = 0;
+  bool segmentsAsked_ = false;
   int segmentsPending_ = 0;  // peers not heard from yet
   bool segmentsAll_ = false;
   uint64_t segmentsEpoch_ = 0;
