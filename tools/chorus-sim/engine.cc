@@ -142,6 +142,14 @@ class Sim {
       for (int& id : ids) id %= localResources_;
     return ids;
   }
+  // The CPU costs of a message between ranks a and b: shared memory within a host, a socket
+  // between hosts.
+  double msgUs(int a, int b) const {
+    return m_.hostOf(a) == m_.hostOf(b) ? shmMsgUs_ : opt_.msgUs;
+  }
+  double msgBytesPerUs(int a, int b) const {
+    return m_.hostOf(a) == m_.hostOf(b) ? shmMsgBytesPerUs_ : opt_.msgBytesPerUs;
+  }
   static double weight(const Flow& f, size_t k) { return f.weights.empty() ? 1 : f.weights[k]; }
   void addTimer(double at, TimerKind kind, int64_t step, int64_t cause);
   void signalDone(int rank);
@@ -157,6 +165,7 @@ class Sim {
   int count_;  // plans
   const PlanSource& source_;
   EngineOptions opt_;
+  double shmMsgUs_ = 0, shmMsgBytesPerUs_ = 0;  // resolved from opt_
   bool fold_ = false;
   Fold foldKind_ = Fold::kNone;
   int nranks_ = 0;          // ranks of the machine
@@ -436,8 +445,9 @@ void Sim::receive(int64_t g) {
   const size_t i = static_cast<size_t>(g);
   if (steps_[i].arrivedUs >= steps_[i].readyUs) steps_[i].cause = steps_[i].arrivedCause;
   steps_[i].startUs = now_;
-  if (opt_.msgUs > 0)
-    cpuFlow(FlowKind::kCpuRecv, g, rankOf(g), opt_.msgUs);
+  const int r = rankOf(g);
+  if (const double us = msgUs(r, steps_[i].peer); us > 0)
+    cpuFlow(FlowKind::kCpuRecv, g, r, us);
   else
     received(g);
 }
@@ -461,13 +471,13 @@ void Sim::sendFlow(int64_t g) {
   f.cap = route.cap;
   f.latencyUs = route.latencyUs;
   f.resources = std::move(route.resources);
-  if (opt_.msgBytesPerUs > 0 && f.remaining > 0) {
+  if (const double rate = msgBytesPerUs(r, s.peer); rate > 0 && f.remaining > 0) {
     // The copies through both ends' socket stacks, while the bytes flow.
     f.weights.assign(f.resources.size(), 1);
     for (int end : {r, s.peer})
       for (int c : cpusOf(end)) {
         f.resources.push_back(c);
-        f.weights.push_back(1 / opt_.msgBytesPerUs);
+        f.weights.push_back(1 / rate);
       }
   }
   f.conn = static_cast<uint64_t>(r) * static_cast<uint64_t>(nranks_) +
@@ -484,8 +494,8 @@ void Sim::start(int64_t g, int64_t cause) {
   switch (s.kind) {
     case StepKind::kSend:
     case StepKind::kNotify:
-      if (opt_.msgUs > 0)
-        cpuFlow(FlowKind::kCpuSend, g, r, opt_.msgUs);
+      if (const double us = msgUs(r, s.peer); us > 0)
+        cpuFlow(FlowKind::kCpuSend, g, r, us);
       else
         sendFlow(g);
       break;
@@ -733,7 +743,11 @@ StatusOr<Result> Sim::run() {
                            (fold_ ? " folded by host (one plan per rank of a host)" : ""));
   if (opt_.msgUs < 0 || opt_.msgBytesPerUs < 0 || opt_.callUs < 0)
     return invalidArgument("simulate: negative CPU cost");
-  if ((opt_.msgUs > 0 || opt_.msgBytesPerUs > 0 || opt_.callUs > 0) && !m_.hasCpu())
+  shmMsgUs_ = opt_.shmMsgUs < 0 ? opt_.msgUs : opt_.shmMsgUs;
+  shmMsgBytesPerUs_ = opt_.shmMsgBytesPerUs < 0 ? opt_.msgBytesPerUs : opt_.shmMsgBytesPerUs;
+  if ((opt_.msgUs > 0 || opt_.msgBytesPerUs > 0 || opt_.callUs > 0 || shmMsgUs_ > 0 ||
+       shmMsgBytesPerUs_ > 0) &&
+      !m_.hasCpu())
     return invalidArgument("simulate: CPU costs need a machine with CPUs (flat hosts with "
                            "FlatSpec::cpu)");
   CHORUS_RETURN_IF_ERROR(load());

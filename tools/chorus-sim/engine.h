@@ -45,6 +45,8 @@
 //                     byte costing 1 / msgBytesPerUs CPU microseconds there (a weighted share:
 //                     the copy through the socket stack runs while the bytes flow, and a rank
 //                     copying two messages at once copies each at half the rate)
+//   between ranks of  the same with shmMsgUs and shmMsgBytesPerUs (when set)
+//   one host
 // Weights make the fair share weighted (a flow at rate x loads a resource by x times its
 // weight); every other resource has weight 1, so without CPU costs nothing changes. The CPU
 // pieces of a host's ranks are the same on every host up to the fold's mapping, so folding by
@@ -100,6 +102,11 @@ struct EngineOptions {
   double msgUs = 0;
   double msgBytesPerUs = 0;
   double callUs = 0;
+  /// The two message costs for a message between ranks of one host (chorus's shared memory: a
+  /// copy into and out of a slot and a flag, no system call); negative: msgUs and
+  /// msgBytesPerUs, as for a message between hosts.
+  double shmMsgUs = -1;
+  double shmMsgBytesPerUs = -1;
   BucketStart buckets = BucketStart::kEmpty;
   /// Folded: `plans` are those of host 0's ranks only, and every other host's ranks run the
   /// same plans mapped as `fold` says. Each simulated flow then stands for one flow per host,

@@ -110,6 +110,10 @@ StatusOr<Machine> Machine::flat(const FlatSpec& spec) {
   m.interLatencyUs_ = spec.interLatencyUs;
   m.nicGbps_ = spec.nicGBps * 8;
   if (spec.cores < 0) return invalidArgument("machine: " + std::to_string(spec.cores) + " cores");
+  if (spec.machineCores < 0)
+    return invalidArgument("machine: " + std::to_string(spec.machineCores) + " shared cores");
+  if (spec.machineCores > 0 && !spec.cpu)
+    return invalidArgument("machine: shared cores need CPUs (FlatSpec::cpu)");
   if (spec.cpu) {
     for (int l = 0; l < k; ++l) {
       m.cpu_.push_back(static_cast<int>(m.local_.size()));
@@ -119,14 +123,18 @@ StatusOr<Machine> Machine::flat(const FlatSpec& spec) {
       m.cpuPool_ = static_cast<int>(m.local_.size());
       m.local_.push_back({"cpus", static_cast<double>(spec.cores)});
     }
+    m.machineCores_ = spec.machineCores;
+    m.addMachineCores();
   }
   std::ostringstream o;
   o << spec.hosts << " host(s) x " << k << " ranks, flat: " << spec.intraGBps << " GB/s / "
     << spec.intraLatencyUs << " us per rank port, NIC " << spec.nicGBps << " GB/s / "
     << spec.interLatencyUs << " us";
   if (spec.cpu)
-    o << ", CPU per rank" << (spec.cores > 0 ? ", " + std::to_string(spec.cores) + " cores per host"
-                                             : std::string());
+    o << ", CPU per rank"
+      << (spec.cores > 0 ? ", " + std::to_string(spec.cores) + " cores per host" : std::string())
+      << (spec.machineCores > 0 ? ", " + std::to_string(spec.machineCores) + " cores shared by all"
+                                : std::string());
   m.summary_ = o.str();
   return m;
 }
@@ -317,10 +325,14 @@ Status Machine::setNetwork(const NetSpec& net, double switchLatencyUs) {
   if (!(switchLatencyUs >= 0)) return invalidArgument("network: negative switch latency");
   netSpec_ = net;
   net_.clear();
+  uplinks_ = false;
   notFoldable_.clear();
   extraSwitchUs_ = 2 * switchLatencyUs;
   leafHosts_ = net.hostsPerLeaf == 0 ? hosts_ : std::min(net.hostsPerLeaf, hosts_);
-  if (net.kind == NetSpec::Kind::kSwitch) return Status::okStatus();
+  if (net.kind == NetSpec::Kind::kSwitch) {
+    addMachineCores();
+    return Status::okStatus();
+  }
   const bool rails = net.kind == NetSpec::Kind::kRails;
   const int groups = (hosts_ + leafHosts_ - 1) / leafHosts_;
   const int perGroup = rails ? static_cast<int>(railGBps_.size()) : 1;
@@ -343,7 +355,17 @@ Status Machine::setNetwork(const NetSpec& net, double switchLatencyUs) {
     notFoldable_ = "the network has " + std::to_string(groups) + " groups of leaf switches";
   else if (!net_.empty() && hosts_ > 1)
     notFoldable_ = "the hosts share oversubscribed rail uplinks";
+  uplinks_ = !net_.empty();
+  addMachineCores();
   return Status::okStatus();
+}
+
+void Machine::addMachineCores() {
+  machinePool_ = -1;
+  if (machineCores_ <= 0) return;
+  machinePool_ = hostResources() + static_cast<int>(net_.size());
+  net_.push_back({"cpus", static_cast<double>(machineCores_)});
+  if (notFoldable_.empty() && hosts_ > 1) notFoldable_ = "the hosts share the machine's cores";
 }
 
 int Machine::leafOf(int host, int rail) const {
@@ -354,6 +376,7 @@ int Machine::leafOf(int host, int rail) const {
 }
 
 std::string Machine::resourceName(int id) const {
+  if (id == machinePool_) return "machine:cpus";
   if (id >= hostResources()) return "net:" + net_[static_cast<size_t>(id - hostResources())].name;
   return "h" + std::to_string(id / static_cast<int>(local_.size())) + ":" +
          local_[localId(id)].name;
@@ -378,7 +401,7 @@ Route Machine::route(int src, int dst) const {
     const int from = leafOf(ha, rail_[la]), to = leafOf(hb, rail_[lb]);
     if (from != to) {
       r.latencyUs += extraSwitchUs_;
-      if (!net_.empty()) {
+      if (uplinks_) {
         r.resources.push_back(hostResources() + 2 * from);
         r.resources.push_back(hostResources() + 2 * to + 1);
       }
@@ -395,10 +418,12 @@ std::vector<int> Machine::cpus(int rank) const {
   if (cpu_.empty()) return {};
   std::vector<int> ids{global(hostOf(rank), cpu_[static_cast<size_t>(rank % perHost_)])};
   if (cpuPool_ >= 0) ids.push_back(global(hostOf(rank), cpuPool_));
+  if (machinePool_ >= 0) ids.push_back(machinePool_);
   return ids;
 }
 
 bool Machine::isCpu(int id) const {
+  if (id == machinePool_) return true;
   if (id >= hostResources()) return false;
   const int l = static_cast<int>(localId(id));
   return l == cpuPool_ || std::find(cpu_.begin(), cpu_.end(), l) != cpu_.end();

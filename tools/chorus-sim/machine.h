@@ -76,9 +76,12 @@ struct Route {
 /// and reductions free.
 ///
 /// With `cpu`, each rank also gets a CPU ("rankL.cpu") and, with `cores` > 0, the host a pool
-/// of that many cores ("cpus") its ranks share. Their capacity is in CPU microseconds per
-/// microsecond (1 per rank: a rank is one thread; `cores` for the pool), not bytes: the engine
-/// puts a rank's software costs on them (EngineOptions::msgUs and the others).
+/// of that many cores ("cpus") its ranks share; with `machineCores` > 0 one more pool
+/// ("machine:cpus") that every rank of every host shares, for hosts that are network
+/// namespaces or containers of one machine (tests/netns). Their capacity is in CPU microseconds
+/// per microsecond (1 per rank: a rank is one thread; the cores for a pool), not bytes: the
+/// engine puts a rank's software costs on them (EngineOptions::msgUs and the others). The
+/// machine's pool ties the hosts together, so a run on it cannot be folded by host.
 struct FlatSpec {
   int hosts = 1;
   int ranksPerHost = 2;
@@ -89,6 +92,7 @@ struct FlatSpec {
   double memGBps = 0;
   bool cpu = false;
   int cores = 0;  ///< with `cpu`: CPUs per host its ranks share; 0: one per rank, no sharing
+  int machineCores = 0;  ///< with `cpu`: CPUs all hosts' ranks share; 0: no such pool
 };
 
 /// The network between the hosts' NICs (see above).
@@ -126,7 +130,7 @@ class Machine {
   int hostOf(int rank) const { return rank / perHost_; }
 
   /// Every resource: the hosts' (host h's id = h x localResources() + local id), then the
-  /// network's uplinks.
+  /// network's uplinks, then the machine's shared cores (FlatSpec::machineCores).
   int numResources() const { return hostResources() + static_cast<int>(net_.size()); }
   int localResources() const { return static_cast<int>(local_.size()); }
   int hostResources() const { return hosts_ * localResources(); }
@@ -141,7 +145,7 @@ class Machine {
   /// The rank's memory, which its copies and reductions occupy.
   int memory(int rank) const;
   /// Whether the ranks have CPUs (FlatSpec::cpu), and a rank's: its own, then its host's pool
-  /// when there is one. A resource of these counts CPU microseconds, not bytes.
+  /// and the machine's when there are. A resource of these counts CPU microseconds, not bytes.
   bool hasCpu() const { return !cpu_.empty(); }
   std::vector<int> cpus(int rank) const;
   bool isCpu(int id) const;
@@ -160,6 +164,7 @@ class Machine {
   int global(int host, int local) const { return host * static_cast<int>(local_.size()) + local; }
   Route shifted(const Route& r, int host) const;
   int leafOf(int host, int rail) const;
+  void addMachineCores();  // the machine's pool after the network's resources, when asked
 
   int hosts_ = 1, perHost_ = 1;
   std::vector<Resource> local_;   // one host's resources; host h's id = h * size + local id
@@ -168,12 +173,16 @@ class Machine {
   std::vector<int> nicTx_, nicRx_, memory_;  // per local rank, local ids
   std::vector<int> cpu_;          // per local rank, local ids; empty: no CPUs
   int cpuPool_ = -1;              // local id of the host's shared cores, -1: none
+  int machineCores_ = 0;          // FlatSpec::machineCores
+  int machinePool_ = -1;          // global id of the machine's shared cores, -1: none
   std::vector<int> rail_;         // per local rank: the index of its NIC among the host's
   std::vector<double> railGBps_;  // per NIC of a host (rail), GB/s
   double interLatencyUs_ = 0;     // NICs and switch
   NetSpec netSpec_;
   int leafHosts_ = 1;             // hosts per leaf switch
-  std::vector<Resource> net_;     // leaf L's uplink (2L) and downlink (2L + 1), when oversub > 1
+  std::vector<Resource> net_;     // leaf L's uplink (2L) and downlink (2L + 1), when oversub > 1,
+                                  // then the machine's cores
+  bool uplinks_ = false;          // net_ begins with the leaves' links
   double extraSwitchUs_ = 0;      // two more switches for a message through the spine
   std::string notFoldable_;
   bool gpuRanks_ = false;

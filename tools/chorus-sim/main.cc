@@ -115,9 +115,9 @@ int main(int argc, char** argv) {
   int hostsPerLeaf = 0;
   double oversub = 1;
   double nicBurstUs = 0, nicBurstMin = 64 << 10;
-  double msgUs = 0, msgGBps = 0, callUs = 0;
+  double msgUs = 0, msgGBps = 0, callUs = 0, shmMsgUs = -1, shmMsgGBps = -1;
   std::string burstStart = "empty";
-  int cores = 0;
+  int cores = 0, machineCores = 0;
   bool oneSided = false, showConstants = false, quiet = false, noFold = false;
   uint64_t maxSteps = sim::Case{}.maxSteps;
 
@@ -196,6 +196,19 @@ int main(int argc, char** argv) {
                              "none)"}};
   for (const auto& c : cpuCosts)
     app.add_option(c.name, *c.value, c.help)->check(CLI::NonNegativeNumber);
+  app.add_option("--shm-msg-us", shmMsgUs,
+                 "flat hosts: --msg-us for a message between ranks of one host (shared memory; "
+                 "default: --msg-us)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--shm-msg-gbps", shmMsgGBps,
+                 "flat hosts: --msg-gbps for a message between ranks of one host (0: free; "
+                 "default: --msg-gbps)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--machine-cores", machineCores,
+                 "flat hosts: CPUs that every rank of every host shares for the CPU costs, on "
+                 "top of --cores (hosts that are network namespaces of one machine, as in "
+                 "tests/netns; no folding by host; default 0: none)")
+      ->check(CLI::Range(0, 1 << 20));
   app.add_option("--cores", cores,
                  "flat hosts: CPUs per host its ranks share for the CPU costs above (default 0: "
                  "one per rank, no sharing)")
@@ -287,9 +300,12 @@ int main(int argc, char** argv) {
   if (algoList.empty()) return fail("--algo names no algorithm", 2);
 
   chorus::StatusOr<sim::Machine> machine = chorus::invalidArgument("no machine");
-  const bool cpuModel = msgUs > 0 || msgGBps > 0 || callUs > 0 || cores > 0;
+  const bool cpuModel = msgUs > 0 || msgGBps > 0 || callUs > 0 || cores > 0 || shmMsgUs > 0 ||
+                        shmMsgGBps > 0 || machineCores > 0;
   if (cpuModel && !topoFile.empty())
-    return fail("--msg-us, --msg-gbps, --call-us and --cores are for flat hosts (no --topo)", 2);
+    return fail("--msg-us, --msg-gbps, --call-us, --shm-msg-us, --shm-msg-gbps, --cores and "
+                "--machine-cores are for flat hosts (no --topo)",
+                2);
   if (!topoFile.empty()) {
     chorus::StatusOr<chorus::topo::System> sys = chorus::topo::loadTopologyFile(topoFile);
     if (!sys.ok()) return fail(sys.status().message(), 1);
@@ -309,6 +325,7 @@ int main(int argc, char** argv) {
     f.memGBps = memGBps >= 0 ? memGBps : k.cpuMemGBps;
     f.cpu = cpuModel;
     f.cores = cores;
+    f.machineCores = machineCores;
     machine = sim::Machine::flat(f);
   }
   if (!machine.ok()) return fail(machine.status().message(), 1);
@@ -366,6 +383,8 @@ int main(int argc, char** argv) {
       eo.msgUs = msgUs;
       eo.msgBytesPerUs = msgGBps * 1000;
       eo.callUs = callUs;
+      eo.shmMsgUs = shmMsgUs;
+      eo.shmMsgBytesPerUs = shmMsgGBps < 0 ? -1 : shmMsgGBps * 1000;
       eo.buckets = burstStart == "full"     ? sim::BucketStart::kFull
                    : burstStart == "steady" ? sim::BucketStart::kSteady
                                             : sim::BucketStart::kEmpty;

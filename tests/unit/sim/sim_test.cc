@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "algorithms/kernels/quantize.h"
@@ -551,6 +552,103 @@ TEST(SimCpu, RanksSharingCoresSlowDown) {
     EXPECT_NEAR(r->timeUs, expected, kTol) << cores << " cores";
     EXPECT_NEAR(r->rankDoneUs[2], expected, kTol) << cores << " cores";
   }
+}
+
+// The machine's cores (FlatSpec::machineCores): hosts that are namespaces of one machine share
+// its CPUs. 4 hosts x 1 rank; rank 0 sends 1 MB to rank 1 and rank 2 to rank 3, message 10 us,
+// copy 0.8 GB/s (800 B/us at each end), NICs 1000 B/us, 7 us between hosts.
+//   no pool: each flow at its ends' copy rate, 800: pieces 0 .. 10, flows 10 .. 1260, arrival
+//     1267, receive pieces to 1277.
+//   2 cores: the two send pieces run at once, 0 .. 10; the four ends' copies load the pool by
+//     4 rate / 800 <= 2: 400 B/us, 2500 us, 10 .. 2510, arrival 2517, the two receive pieces at
+//     once to 2527. The pool did 4 x 10 us of pieces and 4 x 1250 us of copies.
+//   1 core: the send pieces share it, 0 .. 20; 4 rate / 800 <= 1: 200 B/us, 5000 us, 20 ..
+//     5020, arrival 5027; the receive pieces share it again: done at 5047.
+// Such a machine cannot be folded by host: runCase says why and simulates every rank.
+TEST(SimCpu, MachineCoresAreSharedByEveryHost) {
+  for (const auto& [cores, expected] : {std::pair{0, 1277.0}, {2, 2527.0}, {1, 5047.0}}) {
+    FlatSpec f;
+    f.hosts = 4;
+    f.ranksPerHost = 1;
+    f.intraGBps = 1;
+    f.intraLatencyUs = 5;
+    f.nicGBps = 1;
+    f.interLatencyUs = 7;
+    f.cpu = true;
+    f.machineCores = cores;
+    StatusOr<Machine> m = Machine::flat(f);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    ASSERT_TRUE(m->setNetwork(NetSpec{}, 0).ok());  // the pool survives a network change
+    Plans p = messages(4, {{0, 1}, {2, 3}}, 1'000'000);
+    StatusOr<Result> r = simulateCpu(*m, p, 10, 0.8, 0);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_NEAR(r->timeUs, expected, kTol) << cores << " cores";
+    EXPECT_NEAR(r->rankDoneUs[3], expected, kTol) << cores << " cores";
+    if (cores == 0) {
+      EXPECT_EQ(m->cpus(0).size(), 1u);
+      EXPECT_TRUE(m->notFoldable().empty()) << m->notFoldable();
+      continue;
+    }
+    const int pool = m->cpus(0).back();
+    for (int rank = 1; rank < 4; ++rank) EXPECT_EQ(m->cpus(rank).back(), pool) << rank;
+    EXPECT_TRUE(m->isCpu(pool));
+    EXPECT_EQ(m->resourceName(pool), "machine:cpus");
+    EXPECT_DOUBLE_EQ(m->capacity(pool), cores);
+    EXPECT_NEAR(r->resourceBytes[static_cast<size_t>(pool)], 40 + 4 * 1250, 1e-6);
+    EXPECT_NE(m->notFoldable().find("share the machine's cores"), std::string::npos);
+    Case c;
+    c.coll = Coll::kAllReduce;
+    c.sizeBytes = 4 * 4096;
+    c.algo = "ring";
+    c.fold = true;
+    EngineOptions eo;
+    eo.msgUs = 10;
+    StatusOr<Outcome> o = runCase(*m, c, eo);
+    ASSERT_TRUE(o.ok()) << o.status().message();
+    EXPECT_FALSE(o->folded);
+    EXPECT_NE(o->foldNote.find("machine's cores"), std::string::npos) << o->foldNote;
+  }
+  FlatSpec bad;
+  bad.machineCores = 2;  // without CPUs
+  EXPECT_FALSE(Machine::flat(bad).ok());
+  bad.cpu = true;
+  bad.machineCores = -1;
+  EXPECT_FALSE(Machine::flat(bad).ok());
+}
+
+// Messages between ranks of one host have their own costs (EngineOptions::shmMsgUs,
+// shmMsgBytesPerUs; unset, those of messages between hosts). 1 host x 2 ranks, ports 1000
+// B/us, 5 us: rank 0 sends 1 MB to rank 1, socket costs 10 us and 0.5 GB/s.
+//   unset: piece 0 .. 10, the flow at the copy's 500 B/us 10 .. 2010, arrival 2015, piece to
+//     2025.
+//   2 us and 4 GB/s: piece 0 .. 2, the flow at the port's 1000 (the copy allows 4000) 2 ..
+//     1002, arrival 1007, piece to 1009.
+//   0 and free: 1000 us + 5.
+// Between hosts the socket costs stay: 2 x 1 ranks as in OneMessageWithCallMessageAndCopyCosts
+// without the call piece, 2027 whatever the shared-memory costs.
+TEST(SimCpu, SharedMemoryMessagesHaveTheirOwnCosts) {
+  for (const auto& [us, gbps, expected] :
+       {std::tuple{-1.0, -1.0, 2025.0}, {2.0, 4.0, 1009.0}, {0.0, 0.0, 1005.0}}) {
+    EngineOptions o;
+    o.msgUs = 10;
+    o.msgBytesPerUs = 500;
+    o.shmMsgUs = us;
+    o.shmMsgBytesPerUs = gbps < 0 ? -1 : gbps * 1000;
+    for (const bool between : {false, true}) {
+      const Machine m = between ? flatCpu(2, 1, 0) : flatCpu(1, 2, 0);
+      Plans p = messages(2, {{0, 1}}, 1'000'000);
+      StatusOr<Result> r = simulate(m, p.prepare(), o);
+      ASSERT_TRUE(r.ok()) << r.status().message();
+      EXPECT_NEAR(r->timeUs, between ? 2027.0 : expected, kTol)
+          << "shm " << us << " us, " << gbps << " GB/s, between hosts " << between;
+    }
+  }
+  // Shared-memory costs alone still need CPUs.
+  EngineOptions o;
+  o.shmMsgUs = 1;
+  Plans p = messages(2, {{0, 1}}, 100);
+  StatusOr<Result> r = simulate(flat(1, 2), p.prepare(), o);
+  ASSERT_FALSE(r.ok());
 }
 
 // A rank's pieces run one after another (one thread). 3 hosts x 1 rank; rank 0 sends 1 KB to
