@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fits chorus-sim's CPU terms (--msg-us, --msg-gbps, --call-us) to netns measurements.
 
-  bench/sim_fit_cpu.py BUILD MEASURED.txt [--gbps 1] [--burst-us 4000] [--flags "..."]
+  bench/sim_fit_cpu.py BUILD MEASURED.txt [--gbps 1] [--burst-us 4000] [--flags "..."] [--shm]
 
 MEASURED.txt is bench/sim_vs_netns.sh's measured.txt (layout algo bytes us, one line per job
 and size); every layout in it must be of hosts of one size. For each copy rate of a grid and
@@ -12,6 +12,11 @@ best --call-us for that pair is a one-dimensional minimum, found by ternary sear
 the root mean square of log(simulated / median measured) over all points. The best five are
 simulated again with the call's piece itself (the links' token buckets fill while it runs, so it
 is not quite additive) and printed, best last, with the score and the worst ratio.
+
+With --shm the grid is that of the messages between ranks of one host (--shm-msg-us x
+--shm-msg-gbps), every other term coming from --flags (the socket terms and --call-us, fitted
+before), and nothing else is searched: for measurements on one host, where every message is a
+shared-memory one.
 """
 import argparse
 import csv
@@ -51,6 +56,26 @@ def simulate(sim, layout, algo, sizes, gbps, burst, flags, extra):
         return times
 
 
+def fit_shm(sim, med, groups, args, extra):
+    results = []
+    for copy in [0, 1, 2, 4, 8, 16]:
+        for msg in [0, 0.25, 0.5, 1, 1.5, 2, 3, 4, 6, 8]:
+            flags = ["--shm-msg-us", str(msg), "--shm-msg-gbps", str(copy)]
+            ratios = []
+            for (layout, algo), sizes in groups.items():
+                t = simulate(sim, layout, algo, sorted(sizes), args.gbps, args.burst_us, flags,
+                             extra)
+                ratios += [t[s] / med[(layout, algo, s)] for s in sizes]
+            score = math.sqrt(sum(math.log(r) ** 2 for r in ratios) / len(ratios))
+            worst = max(ratios, key=lambda r: abs(math.log(r)))
+            results.append((score, msg, copy, worst))
+            print(f"shm-msg-us {msg:5g} shm-msg-gbps {copy:5g} rms log {score:.4f} "
+                  f"worst {worst:.3f}", file=sys.stderr)
+    for score, msg, copy, worst in sorted(results, reverse=True)[-5:]:
+        print(f"--shm-msg-us {msg:g} --shm-msg-gbps {copy:g}  "
+              f"(rms log ratio {score:.4f}, worst sim/meas {worst:.3f})")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build")
@@ -59,6 +84,8 @@ def main():
     ap.add_argument("--burst-us", type=float, default=4000)
     ap.add_argument("--flags", default="--nic-burst-start steady",
                     help="more chorus-sim flags for every run (default: %(default)s)")
+    ap.add_argument("--shm", action="store_true",
+                    help="fit --shm-msg-us and --shm-msg-gbps only (the rest in --flags)")
     args = ap.parse_args()
     sim = os.path.join(args.build, "tools/chorus-sim/chorus-sim")
     med = medians(args.measured)
@@ -66,6 +93,9 @@ def main():
     groups = defaultdict(list)
     for (layout, algo, size) in med:
         groups[(layout, algo)].append(size)
+    if args.shm:
+        fit_shm(sim, med, groups, args, extra)
+        return
 
     results = []
     for copy in [0, 0.25, 0.5, 1, 2, 4, 8]:

@@ -18,8 +18,9 @@
 # Environment: LAYOUTS (default "2,2 1,1,1,1"), ALGOS (default "ring hier tree
 # recursive_doubling"), SIZES (default "-b 1M -e 64M -f 4"), ITERS (default 3), RATE (default
 # 1gbit), OUT (default a new directory under /tmp), SIM_FLAGS (chorus-sim's CPU model; default:
-# the calibration in docs/simulation.md, "Calibration of the CPU terms"), MEASURED (a
-# measured.txt of an earlier run: simulate only, no jobs).
+# the calibration in docs/simulation.md, "Calibration of the CPU terms"; the netns hosts share
+# this machine's cores, which --machine-cores "$(nproc)" adds), MEASURED (a measured.txt of an
+# earlier run: simulate only, no jobs; docs/perf/2026-12-02-sim-netns/ keeps some).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
