@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "src/base/config.h"
+#include "src/base/logging.h"
 #include "src/base/strings.h"
 
 namespace chorus::net {
@@ -459,6 +460,54 @@ Status setNonBlocking(int fd, bool on) {
   if (want != flags && ::fcntl(fd, F_SETFL, want) != 0)
     return errnoStatus("fcntl(F_SETFL)", fdText(fd));
   return Status();
+}
+
+bool setCongestion(int fd, const std::string& name) {
+  return name.empty() || ::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(),
+                                      static_cast<socklen_t>(name.size())) == 0;
+}
+
+namespace {
+
+// What /proc says the kernel offers, for errors.
+std::string availableCongestion() {
+  std::FILE* f = std::fopen("/proc/sys/net/ipv4/tcp_available_congestion_control", "r");
+  if (!f) return "unknown";
+  char buf[256] = {};
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  std::string s(buf, n);
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s.empty() ? "unknown" : s;
+}
+
+}  // namespace
+
+StatusOr<std::string> congestionControl() {
+  constexpr const char* kVar = "CHORUS_TCP_CONGESTION";
+  const std::string name = config::getString(kVar);
+  if (name.empty() || name == "system") return std::string();
+  // TCP_CA_NAME_MAX is 16 with the terminator; the kernel's names are lower case.
+  const bool wellFormed =
+      name.size() < 16 && std::all_of(name.begin(), name.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+      });
+  int err = EINVAL;
+  if (wellFormed) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return errnoStatus("socket() to try " + std::string(kVar), name);
+    err = setCongestion(fd, name) ? 0 : errno;
+    ::close(fd);
+  }
+  if (err == 0) return name;
+  if (!config::isSet(kVar)) {
+    CHORUS_LOG(INFO, NET) << "tcp: congestion control " << name << " not available ("
+                          << std::strerror(err) << "); the sockets keep the system's";
+    return std::string();
+  }
+  return invalidArgument(std::string(kVar) + "=" + name + ": the kernel refuses it (" +
+                         std::strerror(err) + "); it offers: " + availableCongestion() +
+                         ", or 'system' keeps its default");
 }
 
 Status setNoDelay(int fd) {

@@ -82,6 +82,13 @@ StatusOr<int> connectTo(const SockAddr& addr, Deadline deadline, Deadline refuse
 StatusOr<int> acceptOne(int listenFd, Deadline deadline, SockAddr* peer);
 Status setNonBlocking(int fd, bool on);
 Status setNoDelay(int fd);
+/// The congestion control CHORUS_TCP_CONGESTION asks for chorus's TCP sockets: its name, or ""
+/// for "system" (net.ipv4.tcp_congestion_control stays). The default, cubic, falls back to the
+/// system's when the kernel does not offer it (logged at INFO); a name set in the environment
+/// that the kernel refuses is an InvalidArgument naming the variable and the names it offers.
+StatusOr<std::string> congestionControl();
+/// TCP_CONGESTION on `fd` ("" : nothing to do); false with errno set when the kernel refuses.
+bool setCongestion(int fd, const std::string& name);
 
 // Blocking, deadline-bounded full transfers (poll + send/recv, EINTR-safe, MSG_NOSIGNAL).
 // `what` names the peer in error messages ("store at 1.2.3.4:5", "rank 3").

@@ -18,6 +18,7 @@
 
 #include "algorithms/kernels/reduce.h"
 #include "chorus/chorus.h"
+#include "src/base/socket_util.h"
 
 namespace chorus::cost {
 
@@ -160,9 +161,15 @@ constexpr const char* kBuildKind = "unoptimized";
 std::string hostKey() {
   struct utsname u {};
   const std::string release = ::uname(&u) == 0 ? u.release : "unknown";
+  // The TCP link terms are measured with the transport's congestion control.
+  StatusOr<std::string> congestion = net::congestionControl();
+  const std::string tcp = !congestion.ok()     ? std::string("?")
+                          : congestion->empty() ? std::string("system")
+                                                : *congestion;
   std::string key = "cpu=" + cpuModelName() + ";kernel=" + release +
                     ";boot=" + firstLine("/proc/sys/kernel/random/boot_id") +
-                    ";chorus=" + std::to_string(CHORUS_VERSION_CODE) + ";build=" + kBuildKind;
+                    ";chorus=" + std::to_string(CHORUS_VERSION_CODE) + ";tcp=" + tcp +
+                    ";build=" + kBuildKind;
   // One line: nothing in it may end the line early.
   std::replace(key.begin(), key.end(), '\n', ' ');
   return key;

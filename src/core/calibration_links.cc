@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "src/base/socket_util.h"
 #include "src/core/calibration.h"
 
 namespace chorus::cost {
@@ -206,7 +207,7 @@ int msLeft(Clock::time_point deadline) {
 }
 
 // A connected pair of loopback TCP sockets with what chorus's TCP transport sets (4 MiB
-// socket buffers, TCP_NODELAY), or false.
+// socket buffers, TCP_NODELAY, the congestion control of CHORUS_TCP_CONGESTION), or false.
 bool loopbackPair(Fd* a, Fd* b, Clock::time_point deadline) {
   Fd listener;
   listener.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -215,9 +216,12 @@ bool loopbackPair(Fd* a, Fd* b, Clock::time_point deadline) {
   // Before listen() and connect(), so that the window scale covers them; the accepted socket
   // inherits the listener's.
   const int bufBytes = 4 << 20;
+  // A name the kernel refuses fails the transport's creation, not this probe.
+  StatusOr<std::string> congestion = net::congestionControl();
   for (int fd : {listener.fd, a->fd}) {
     ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bufBytes, sizeof bufBytes);
     ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bufBytes, sizeof bufBytes);
+    if (congestion.ok()) net::setCongestion(fd, *congestion);
   }
   sockaddr_in addr{};
   addr.sin_family = AF_INET;

@@ -50,13 +50,18 @@ std::string secondsText(double s) {
   return buf;
 }
 
-void tuneSocket(int fd) {
+void tuneSocket(int fd, const std::string& congestion) {
   int bytes = kSocketBufferBytes;
   // Failures only cost throughput, never correctness.
   if (::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes) != 0 ||
       ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes) != 0) {
     CHORUS_LOG(TRACE, NET) << "tcp: could not set " << bytes
                            << "-byte socket buffers: " << std::strerror(errno);
+  }
+  // net::congestionControl() has tried the name on a socket of its own.
+  if (!net::setCongestion(fd, congestion)) {
+    CHORUS_LOG(TRACE, NET) << "tcp: could not set congestion control " << congestion << ": "
+                           << std::strerror(errno);
   }
 }
 
@@ -73,8 +78,12 @@ const char* ackText(AckResult r) {
 
 class TcpTransport final : public Transport {
  public:
-  TcpTransport(int myRank, uint64_t commId, const net::SockAddr& listenAddr)
-      : myRank_(myRank), commId_(commId), listenAddr_(listenAddr) {}
+  TcpTransport(int myRank, uint64_t commId, const net::SockAddr& listenAddr,
+               std::string congestion)
+      : myRank_(myRank),
+        commId_(commId),
+        listenAddr_(listenAddr),
+        congestion_(std::move(congestion)) {}
 
   std::string_view name() const override { return "tcp"; }
   TransportCaps caps() const override { return {}; }
@@ -92,7 +101,7 @@ class TcpTransport final : public Transport {
   StatusOr<std::unique_ptr<Transport>> forSplit(const TransportContext& child) override {
     net::SockAddr addr = listenAddr_;
     addr.setPort(0);
-    return makeTcpTransport(child.rank, child.commId, addr);
+    return makeTcpTransport(child.rank, child.commId, addr, congestion_);
   }
 
   Status listen(EndpointBlob* out) override {
@@ -103,7 +112,7 @@ class TcpTransport final : public Transport {
         return fd.status().withContext("tcp transport of rank " + std::to_string(myRank_));
       listenFd_.reset(*fd);
       // Accepted sockets inherit the buffer sizes of the listener.
-      tuneSocket(listenFd_.get());
+      tuneSocket(listenFd_.get(), congestion_);
       CHORUS_LOG(INFO, NET) << "tcp: rank " << myRank_ << " listening on " << bound_.toString();
     }
     *out = encodeEndpoint(bound_);
@@ -171,7 +180,7 @@ class TcpTransport final : public Transport {
     if (!raw.ok()) return raw.status().withContext(context);
     net::Fd fd(*raw);
     CHORUS_RETURN_IF_ERROR(net::setNonBlocking(fd.get(), true));
-    tuneSocket(fd.get());
+    tuneSocket(fd.get(), congestion_);
 
     uint8_t hello[kHelloBytes];
     wire::encodeHello(Hello{kProtocolVersion, commId_, myRank_, peer}, hello);
@@ -239,7 +248,7 @@ class TcpTransport final : public Transport {
           continue;
         }
         *peerAddr = r.addr;
-        tuneSocket(r.fd.get());
+        tuneSocket(r.fd.get(), congestion_);
         return std::move(r.fd);
       }
       if (net::Clock::now() >= deadline)
@@ -348,6 +357,7 @@ class TcpTransport final : public Transport {
   const int myRank_;
   const uint64_t commId_;
   const net::SockAddr listenAddr_;
+  const std::string congestion_;  // "" : the system's
 
   std::mutex mu_;  // serialises listen() and connect()
   net::Fd listenFd_;
@@ -360,8 +370,9 @@ class TcpTransport final : public Transport {
 
 
 StatusOr<std::unique_ptr<Transport>> createTcp(const TransportContext& ctx) {
+  CHORUS_ASSIGN_OR_RETURN(std::string congestion, net::congestionControl());
   CHORUS_ASSIGN_OR_RETURN(net::SockAddr addr, net::chooseLocalAddress(ctx.root));
-  return makeTcpTransport(ctx.rank, ctx.commId, addr);
+  return makeTcpTransport(ctx.rank, ctx.commId, addr, std::move(congestion));
 }
 
 CHORUS_REGISTER_TRANSPORT({
@@ -373,8 +384,9 @@ CHORUS_REGISTER_TRANSPORT({
 }  // namespace tcp
 
 std::unique_ptr<Transport> makeTcpTransport(int myRank, uint64_t commId,
-                                            const net::SockAddr& listenAddr) {
-  return std::make_unique<tcp::TcpTransport>(myRank, commId, listenAddr);
+                                            const net::SockAddr& listenAddr,
+                                            std::string congestion) {
+  return std::make_unique<tcp::TcpTransport>(myRank, commId, listenAddr, std::move(congestion));
 }
 
 }  // namespace chorus

@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "src/base/socket_util.h"
 #include "transports/transport.h"
@@ -35,7 +36,10 @@ namespace chorus {
 /// 64-bit id the ranks agree on; connections carrying another id are refused). listen() binds
 /// `listenAddr` (port 0 picks an ephemeral port); it must be an address peers can reach, e.g.
 /// one returned by net::listInterfaces() or net::localAddressToward(root), not a wildcard.
+/// `congestion` names the TCP congestion control its sockets use (TCP_CONGESTION; what
+/// net::congestionControl() resolves); "" keeps the system's.
 std::unique_ptr<Transport> makeTcpTransport(int myRank, uint64_t commId,
-                                            const net::SockAddr& listenAddr);
+                                            const net::SockAddr& listenAddr,
+                                            std::string congestion = "");
 
 }  // namespace chorus

@@ -201,11 +201,22 @@ TEST(Calibration, AppliedTermsReplaceTheTablesAndZerosKeepThem) {
 
 TEST(Calibration, KeyNamesCpuKernelBootVersionAndBuild) {
   const std::string key = hostKey();
-  for (const char* part : {"cpu=", ";kernel=", ";boot=", ";chorus=", ";build="})
+  for (const char* part : {"cpu=", ";kernel=", ";boot=", ";chorus=", ";tcp=", ";build="})
     EXPECT_NE(key.find(part), std::string::npos) << key;
   const std::string build = key.substr(key.find(";build=") + 7);
   EXPECT_TRUE(build == "optimized" || build == "unoptimized" || build == "sanitized") << key;
   EXPECT_EQ(key.find('\n'), std::string::npos);
+  // The TCP terms were measured with one congestion control: another one is another key.
+  const char* before = std::getenv("CHORUS_TCP_CONGESTION");
+  const std::string saved = before ? before : "";
+  ::setenv("CHORUS_TCP_CONGESTION", "reno", 1);
+  const std::string reno = hostKey();
+  ::setenv("CHORUS_TCP_CONGESTION", "system", 1);
+  const std::string system = hostKey();
+  if (before) ::setenv("CHORUS_TCP_CONGESTION", saved.c_str(), 1);
+  else ::unsetenv("CHORUS_TCP_CONGESTION");
+  EXPECT_NE(reno.find(";tcp=reno;"), std::string::npos) << reno;
+  EXPECT_NE(system.find(";tcp=system;"), std::string::npos) << system;
 }
 
 TEST(Calibration, FileRoundTripIsPrivate) {

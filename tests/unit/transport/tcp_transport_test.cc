@@ -3,11 +3,14 @@
 // both ends). Addresses: 127.0.0.1 and ::1 only. Every wait is bounded.
 #include "transports/tcp/tcp_transport.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <future>
 #include <latch>
@@ -152,6 +155,65 @@ TEST(TcpTransport, NameAndReach) {
   EXPECT_EQ(r.link, cost::LinkClass::kEthernet);
   EXPECT_EQ(t->canConnect(a, a, EndpointBlob{1}).link, cost::LinkClass::kTcpLoopback);
   EXPECT_FALSE(t->canConnect(a, b, EndpointBlob{}).ok);  // it published nothing
+}
+
+// The congestion control of CHORUS_TCP_CONGESTION, resolved once per transport (reno is built
+// into every kernel, so the test does not depend on what this one offers), reaches both ends of
+// a connection: the dialed one and the accepted one.
+TEST(TcpTransport, CongestionControlFromTheEnvironment) {
+  const char* kVar = "CHORUS_TCP_CONGESTION";
+  const char* before = std::getenv(kVar);
+  const std::string saved = before ? before : "";
+  struct Restore {
+    const char* var;
+    bool had;
+    std::string value;
+    ~Restore() {
+      if (had) ::setenv(var, value.c_str(), 1);
+      else ::unsetenv(var);
+    }
+  } restore{kVar, before != nullptr, saved};
+
+  ::unsetenv(kVar);
+  StatusOr<std::string> dflt = net::congestionControl();
+  ASSERT_TRUE(dflt.ok()) << dflt.status().toString();
+  EXPECT_TRUE(*dflt == "cubic" || dflt->empty()) << *dflt;  // empty: the kernel lacks cubic
+  ::setenv(kVar, "system", 1);
+  EXPECT_EQ(net::congestionControl().value(), "");
+  ::setenv(kVar, "reno", 1);
+  EXPECT_EQ(net::congestionControl().value(), "reno");
+  for (const char* bad : {"no_such_cc", "Reno!", "a_name_far_too_long_for_tcp"}) {
+    ::setenv(kVar, bad, 1);
+    StatusOr<std::string> r = net::congestionControl();
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << bad;
+    EXPECT_NE(r.status().message().find(std::string(kVar) + "=" + bad), std::string::npos)
+        << r.status().message();
+    EXPECT_NE(r.status().message().find("offers"), std::string::npos) << r.status().message();
+  }
+
+  const uint64_t id = randomCommId();
+  std::vector<Rank> ranks;
+  for (int i = 0; i < 2; ++i) {
+    Rank r;
+    r.transport = makeTcpTransport(i, id, net::parseHostPort("127.0.0.1:0").value(), "reno");
+    ASSERT_TRUE(r.transport->listen(&r.blob).ok());
+    ranks.push_back(std::move(r));
+  }
+  auto [c0, c1] = connectPair(ranks, 0, 1);
+  ASSERT_TRUE(c0 && c1);
+  for (Connection* c : {c0.get(), c1.get()}) {
+    int fd = -1;
+    short events = 0;
+    c->pollInfo(&fd, &events);
+    ASSERT_GE(fd, 0);
+    char name[16] = {};
+    socklen_t len = sizeof name;
+    ASSERT_EQ(::getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len), 0)
+        << std::strerror(errno);
+    EXPECT_STREQ(name, "reno") << "rank " << (c == c0.get() ? 0 : 1);
+  }
+  expectTransfer(*c0, *c1, randomBytes(100'000), 7);
 }
 
 TEST(TcpTransport, BadArguments) {
