@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <thread>
 
 #include "src/base/config.h"
@@ -471,14 +472,10 @@ namespace {
 
 // What /proc says the kernel offers, for errors.
 std::string availableCongestion() {
-  std::FILE* f = std::fopen("/proc/sys/net/ipv4/tcp_available_congestion_control", "r");
-  if (!f) return "unknown";
-  char buf[256] = {};
-  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
-  std::fclose(f);
-  std::string s(buf, n);
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s.empty() ? "unknown" : s;
+  std::ifstream in("/proc/sys/net/ipv4/tcp_available_congestion_control");
+  std::string names;
+  std::getline(in, names);
+  return names.empty() ? "unknown" : names;
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include "src/bootstrap/bootstrap.h"
 #include "src/bootstrap/store.h"
 #include "src/bootstrap/unique_id.h"
+#include "tests/support/scoped_env.h"
 #include "tools/chorus-run/job_env.h"
 
 namespace chorus::bootstrap::testing {
@@ -141,30 +142,6 @@ class StoreProcess {
 };
 
 // Sets and unsets variables for one test and restores the previous environment afterwards.
-class ScopedEnv {
- public:
-  ~ScopedEnv() {
-    for (auto& [name, old] : saved_) {
-      if (old) ::setenv(name.c_str(), old->c_str(), 1);
-      else ::unsetenv(name.c_str());
-    }
-  }
-  void set(const std::string& name, const std::string& value) {
-    save(name);
-    ::setenv(name.c_str(), value.c_str(), 1);
-  }
-  void unset(const std::string& name) {
-    save(name);
-    ::unsetenv(name.c_str());
-  }
-
- private:
-  void save(const std::string& name) {
-    if (saved_.count(name)) return;
-    const char* v = std::getenv(name.c_str());
-    saved_[name] = v ? std::optional<std::string>(v) : std::nullopt;
-  }
-  std::map<std::string, std::optional<std::string>> saved_;
-};
+using chorus::testing::ScopedEnv;
 
 }  // namespace chorus::bootstrap::testing

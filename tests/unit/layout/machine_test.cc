@@ -13,6 +13,7 @@
 
 #include "src/core/calibration.h"
 #include "src/cost/cost_model.h"
+#include "tests/support/scoped_env.h"
 #include "src/cost/machine.h"
 
 namespace chorus::cost {
@@ -207,14 +208,11 @@ TEST(Calibration, KeyNamesCpuKernelBootVersionAndBuild) {
   EXPECT_TRUE(build == "optimized" || build == "unoptimized" || build == "sanitized") << key;
   EXPECT_EQ(key.find('\n'), std::string::npos);
   // The TCP terms were measured with one congestion control: another one is another key.
-  const char* before = std::getenv("CHORUS_TCP_CONGESTION");
-  const std::string saved = before ? before : "";
-  ::setenv("CHORUS_TCP_CONGESTION", "reno", 1);
+  testing::ScopedEnv env;
+  env.set("CHORUS_TCP_CONGESTION", "reno");
   const std::string reno = hostKey();
-  ::setenv("CHORUS_TCP_CONGESTION", "system", 1);
+  env.set("CHORUS_TCP_CONGESTION", "system");
   const std::string system = hostKey();
-  if (before) ::setenv("CHORUS_TCP_CONGESTION", saved.c_str(), 1);
-  else ::unsetenv("CHORUS_TCP_CONGESTION");
   EXPECT_NE(reno.find(";tcp=reno;"), std::string::npos) << reno;
   EXPECT_NE(system.find(";tcp=system;"), std::string::npos) << system;
 }

@@ -20,6 +20,7 @@
 
 #include "chorus/chorus.h"
 #include "src/core/peers.h"
+#include "tests/support/scoped_env.h"
 #include "tests/unit/transport/conformance.h"
 #include "tests/unit/transport/fake_verbs.h"
 #include "transports/ibverbs/ib_connection.h"
@@ -41,22 +42,7 @@ ib::fake::Options fakeForRun() {
 }
 const bool kFakeInstalled = (ib::fake::install(fakeForRun()), true);
 
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (had_) ::setenv(name_, old_.c_str(), 1);
-    else ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
+using chorus::testing::ScopedEnv;
 
 // Fake options for one test; the defaults again afterwards.
 class ScopedFake {

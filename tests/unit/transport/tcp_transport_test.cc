@@ -22,6 +22,7 @@
 #include <gtest/gtest.h>
 
 #include "src/base/socket_util.h"
+#include "tests/support/scoped_env.h"
 
 namespace chorus {
 namespace {
@@ -162,28 +163,17 @@ TEST(TcpTransport, NameAndReach) {
 // a connection: the dialed one and the accepted one.
 TEST(TcpTransport, CongestionControlFromTheEnvironment) {
   const char* kVar = "CHORUS_TCP_CONGESTION";
-  const char* before = std::getenv(kVar);
-  const std::string saved = before ? before : "";
-  struct Restore {
-    const char* var;
-    bool had;
-    std::string value;
-    ~Restore() {
-      if (had) ::setenv(var, value.c_str(), 1);
-      else ::unsetenv(var);
-    }
-  } restore{kVar, before != nullptr, saved};
-
-  ::unsetenv(kVar);
+  testing::ScopedEnv env;
+  env.unset(kVar);
   StatusOr<std::string> dflt = net::congestionControl();
   ASSERT_TRUE(dflt.ok()) << dflt.status().toString();
   EXPECT_TRUE(*dflt == "cubic" || dflt->empty()) << *dflt;  // empty: the kernel lacks cubic
-  ::setenv(kVar, "system", 1);
+  env.set(kVar, "system");
   EXPECT_EQ(net::congestionControl().value(), "");
-  ::setenv(kVar, "reno", 1);
+  env.set(kVar, "reno");
   EXPECT_EQ(net::congestionControl().value(), "reno");
   for (const char* bad : {"no_such_cc", "Reno!", "a_name_far_too_long_for_tcp"}) {
-    ::setenv(kVar, bad, 1);
+    env.set(kVar, bad);
     StatusOr<std::string> r = net::congestionControl();
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << bad;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/scoped_env.h"
 #include "tests/unit/transport/conformance.h"
 #include "transports/transport.h"
 
@@ -22,22 +23,7 @@ namespace {
 
 #if CHORUS_HAVE_UCX
 
-// Sets an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_.empty()) ::unsetenv(name_);
-    else ::setenv(name_, old_.c_str(), 1);
-  }
-
- private:
-  const char* name_;
-  std::string old_;
-};
+using chorus::testing::ScopedEnv;
 
 const TransportFactory& ucxKind() {
   const TransportFactory* f = findTransport("ucx");
