@@ -60,9 +60,12 @@ void quantizeOwn(QuantBuild& b, const Gathered& blocks, uint64_t j) {
                blocks.chunk(b, b.rank, j), c.count, b.stream(0, b.rank, c.begin - mine.slice().begin));
 }
 
-// Every rank's chunk j decoded into its place in the output.
+// Every rank's chunk j decoded into its place in the output, from this rank's own on (r, r + 1,
+// ...): every rank then runs rank 0's steps with the ranks moved, the symmetry chorus-sim folds
+// by. Each block lands in its own slot, so the order does not change a bit.
 void decodeAll(QuantBuild& b, const Gathered& blocks, uint64_t j) {
-  for (int p = 0; p < b.n; ++p) {
+  for (int u = 0; u < b.n; ++u) {
+    const int p = (b.rank + u) % b.n;
     const PackedSlice& ps = b.slices[static_cast<size_t>(p)];
     if (j >= ps.chunks()) continue;
     const Block c = ps.chunk(j);
@@ -105,8 +108,11 @@ void railAllGather(QuantBuild& b, const HostGroups& g, const Gathered& blocks, b
   const int r = b.rank, H = g.numHosts(), L = g.perHost();
   const int h = g.hostOf(r), l = g.localOf(r);
   g.addHostPeers(b.s, r);
-  for (int hh = 0; hh < H; ++hh)
-    if (hh != h) b.s.addPeer(g.at(hh, l));
+  // Hosts are visited from the own host on (h, h + 1, ...), here and in the loops below, as
+  // qgZ does (twoHopReduceScatter): every host runs host 0's plan with its peers moved by whole
+  // hosts.
+  auto hostAt = [&](int u) { return (h + u) % H; };
+  for (int u = 1; u < H; ++u) b.s.addPeer(g.at(hostAt(u), l));
   auto chunks = [&](int p) { return b.slices[static_cast<size_t>(p)].chunks(); };
   for (uint64_t j = 0; j < b.maxChunks(); ++j) {
     if (own) quantizeOwn(b, blocks, j);
@@ -119,14 +125,14 @@ void railAllGather(QuantBuild& b, const HostGroups& g, const Gathered& blocks, b
     }
     // Inside the host: the rail's H blocks to every host-mate, theirs from them.
     for (int t = 1; t < L; ++t)
-      for (int hh = 0; hh < H; ++hh) {
-        const int o = g.at(hh, l);
+      for (int u = 0; u < H; ++u) {
+        const int o = g.at(hostAt(u), l);
         if (j < chunks(o)) b.s.send(g.at(h, (l + t) % L), blocks.chunk(b, o, j));
       }
     for (int t = 1; t < L; ++t) {
       const int k = (l + L - t) % L;
-      for (int hh = 0; hh < H; ++hh) {
-        const int o = g.at(hh, k);
+      for (int u = 0; u < H; ++u) {
+        const int o = g.at(hostAt(u), k);
         if (j < chunks(o)) b.s.recv(g.at(h, k), blocks.chunk(b, o, j));
       }
     }

@@ -435,6 +435,10 @@ TEST(SimFold, FoldedEqualsEveryRank) {
       {&*dgx, Coll::kAllReduce, "hier", Fold::kShift},
       {&*dgx, Coll::kAllReduce, "recursive_doubling", Fold::kXor},
       {&flat8, Coll::kAllReduce, "recursive_doubling", Fold::kXor},
+      // Quantized (int8, groups of 256; 15 groups per rank): qgZ, qwZ and the all-reduce of both.
+      {&*dgx, Coll::kReduceScatter, "quant_two_hop", Fold::kShift},
+      {&*dgx, Coll::kAllGather, "quant_hier", Fold::kShift},
+      {&*dgx, Coll::kAllReduce, "quant_two_hop", Fold::kShift},
   };
   for (const Run& r : runs) {
     const uint64_t size = 3 * 5 * 4 * 4096;  // slices divide evenly on 15 and 16 ranks
