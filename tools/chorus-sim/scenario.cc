@@ -171,35 +171,29 @@ StatusOr<Outcome> runCase(const Machine& machine, const Case& c, const EngineOpt
   for (int h : {1, H / 3, H / 2, H - 1})
     if (h >= 1 && h < H && std::find(sample.begin(), sample.end(), h) == sample.end())
       sample.push_back(h);
-  std::vector<std::shared_ptr<const exec::Plan>> sampled;  // host sample[i / K], local i % K
-  if (note.empty())
-    for (int h : sample)
-      for (int l = 0; l < K; ++l) {
-        CHORUS_ASSIGN_OR_RETURN(auto plan, build(h * K + l));
-        sampled.push_back(std::move(plan));
-      }
-  // The first rank whose plan is not host 0's mapped by `fold`, or "".
-  auto mismatch = [&](Fold fold) -> std::string {
-    for (size_t i = 0; i < sampled.size(); ++i) {
-      const int h = sample[i / static_cast<size_t>(K)], l = static_cast<int>(i) % K;
-      if (!sameUpTo(fold, *owned[static_cast<size_t>(l)], *sampled[i], h * K, n))
-        return "rank " + std::to_string(h * K + l) + "'s plan is not rank " + std::to_string(l) +
-               "'s moved by " + std::to_string(h) + " host(s)";
-    }
-    return "";
-  };
+  // Each sampled plan is compared with host 0's as soon as it is built and then dropped (at
+  // 16,384 ranks a plan can hold a million steps: all 32 at once were most of a run's memory),
+  // and the sampling stops once neither mapping can hold.
   auto pow2 = [](int v) { return (v & (v - 1)) == 0; };
   if (note.empty()) {
-    const std::string shifted = mismatch(Fold::kShift);
-    if (shifted.empty()) {
-      out.fold = Fold::kShift;
-    } else if (pow2(H) && pow2(K) && mismatch(Fold::kXor).empty()) {
-      out.fold = Fold::kXor;
-    } else {
-      note = shifted + (pow2(H) && pow2(K) ? ", shifted or XORed" : "");
+    bool shiftHolds = true, xorHolds = pow2(H) && pow2(K);
+    std::string shifted;  // the first rank whose plan is not host 0's shifted
+    for (size_t i = 0; i < sample.size() * static_cast<size_t>(K) && (shiftHolds || xorHolds);
+         ++i) {
+      const int h = sample[i / static_cast<size_t>(K)], l = static_cast<int>(i) % K;
+      CHORUS_ASSIGN_OR_RETURN(auto plan, build(h * K + l));
+      const exec::Plan& host0 = *owned[static_cast<size_t>(l)];
+      if (shiftHolds && !sameUpTo(Fold::kShift, host0, *plan, h * K, n)) {
+        shiftHolds = false;
+        shifted = "rank " + std::to_string(h * K + l) + "'s plan is not rank " +
+                  std::to_string(l) + "'s moved by " + std::to_string(h) + " host(s)";
+      }
+      if (xorHolds && !sameUpTo(Fold::kXor, host0, *plan, h * K, n)) xorHolds = false;
     }
+    if (shiftHolds) out.fold = Fold::kShift;
+    else if (xorHolds) out.fold = Fold::kXor;
+    else note = shifted + (pow2(H) && pow2(K) ? ", shifted or XORed" : "");
   }
-  sampled.clear();
   out.folded = out.fold != Fold::kNone;
   if (out.folded) {
     std::string hosts;
