@@ -5,6 +5,7 @@
 #include <deque>
 #include <queue>
 #include <unordered_map>
+#include <vector>
 
 namespace chorus::sim {
 
@@ -28,7 +29,7 @@ struct Flow {
   std::vector<double> weights;  // per entry of `resources` (empty: all 1): load per unit rate
   std::vector<uint32_t> slots;  // per entry of `resources`: its index in that resource's list
   int64_t step = -1;
-  uint64_t conn = 0;  // kMessage: the ordered pair; a CPU piece: nranks^2 + its rank
+  uint32_t conn = 0;  // kMessage: the ordered pair; a CPU piece: its rank (Sim::connOf)
   uint32_t version = 0;  // bumped at every new rate: older completion events are stale
   FlowKind kind = FlowKind::kMemory;
   bool frozen = false;
@@ -135,7 +136,18 @@ class Sim {
   void sendFlow(int64_t g);  // a send's or notify's message, after its CPU piece
   void cpuFlow(FlowKind kind, int64_t step, int rank, double us);
   void releaseRank(int rank);  // its call piece is done: its first steps start
-  void nextOnConn(uint64_t conn);  // a flow of `conn` is done: the next one queued starts
+  void nextOnConn(uint32_t conn);  // a flow of `conn` is done: the next one queued starts
+  // Connections are numbered densely: rank r's to its k-th peer (in rank order) is
+  // connBase_[r] + k, and rank r's CPU (its pieces run one at a time) is connBase_.back() + r.
+  uint32_t connOf(int rank, int peer) const {
+    const size_t r = static_cast<size_t>(rank);
+    const auto begin = peerRanks_.begin();
+    return static_cast<uint32_t>(
+        std::lower_bound(begin + connBase_[r], begin + connBase_[r + 1], peer) - begin);
+  }
+  uint32_t cpuConnOf(int rank) const {
+    return connBase_.back() + static_cast<uint32_t>(rank);
+  }
   std::vector<int> cpusOf(int rank) const {
     std::vector<int> ids = m_.cpus(rank);
     if (fold_)
@@ -178,8 +190,12 @@ class Sim {
 
   std::vector<Flow> flows_;
   std::vector<int> freeFlows_;
-  std::unordered_map<uint64_t, std::deque<int>> connQueue_;
-  std::unordered_map<uint64_t, bool> connBusy_;
+  std::vector<uint32_t> connBase_;  // per simulated rank, plus the total: see connOf
+  std::vector<int> peerRanks_;       // every rank's peers, sorted, from connBase_[r]
+  // Per connection: whether a flow of it is running, and the flows waiting, first to last,
+  // linked through queueNext_ (by flow id).
+  std::vector<uint8_t> connBusy_;
+  std::vector<int> connHead_, connTail_, queueNext_;
   std::priority_queue<Timer, std::vector<Timer>, std::greater<Timer>> timers_;
   uint64_t timerSeq_ = 0;
   std::deque<Action> actions_;
@@ -214,6 +230,8 @@ Status Sim::load() {
   const size_t n = static_cast<size_t>(count_);
   offset_.assign(1, 0);
   peers_.assign(n, {});
+  connBase_.assign(1, 0);
+  peerRanks_.clear();
   for (size_t r = 0; r < n; ++r) {
     CHORUS_ASSIGN_OR_RETURN(std::shared_ptr<const exec::Plan> plan,
                             source_(static_cast<int>(r)));
@@ -239,6 +257,10 @@ Status Sim::load() {
       steps_.push_back(rec);
     }
     for (const exec::Plan::Peer& p : plan->peers) peers_[r].push_back({p.rank, p.sends, p.recvs});
+    const size_t from = peerRanks_.size();
+    for (const exec::Plan::Peer& p : plan->peers) peerRanks_.push_back(p.rank);
+    std::sort(peerRanks_.begin() + static_cast<std::ptrdiff_t>(from), peerRanks_.end());
+    connBase_.push_back(static_cast<uint32_t>(peerRanks_.size()));
     dependents_.insert(dependents_.end(), plan->dependents.begin() + plan->depStart[0],
                        plan->dependents.begin() + plan->depStart[st.size()]);
   }
@@ -312,7 +334,11 @@ void Sim::startFlow(Flow f) {
   Flow& fl = flows_[static_cast<size_t>(id)];
   if (fl.kind != FlowKind::kGet && fl.kind != FlowKind::kMemory) {  // one at a time per conn
     if (connBusy_[fl.conn]) {
-      connQueue_[fl.conn].push_back(id);
+      if (queueNext_.size() < flows_.size()) queueNext_.resize(flows_.size(), -1);
+      queueNext_[static_cast<size_t>(id)] = -1;
+      int& tail = connTail_[fl.conn];
+      (tail < 0 ? connHead_[fl.conn] : queueNext_[static_cast<size_t>(tail)]) = id;
+      tail = id;
       return;
     }
     connBusy_[fl.conn] = true;
@@ -401,11 +427,11 @@ void Sim::bandwidthDone(int id) {
   }
 }
 
-void Sim::nextOnConn(uint64_t conn) {
-  auto q = connQueue_.find(conn);
-  if (q != connQueue_.end() && !q->second.empty()) {
-    const int next = q->second.front();
-    q->second.pop_front();
+void Sim::nextOnConn(uint32_t conn) {
+  const int next = connHead_[conn];
+  if (next >= 0) {
+    connHead_[conn] = queueNext_[static_cast<size_t>(next)];
+    if (connHead_[conn] < 0) connTail_[conn] = -1;
     activate(next);
   } else {
     connBusy_[conn] = false;
@@ -419,8 +445,7 @@ void Sim::cpuFlow(FlowKind kind, int64_t step, int rank, double us) {
   f.remaining = us;
   f.resources = cpusOf(rank);
   // A rank is one thread: its pieces run one after another, in the order they became ready.
-  f.conn = static_cast<uint64_t>(nranks_) * static_cast<uint64_t>(nranks_) +
-           static_cast<uint64_t>(rank);
+  f.conn = cpuConnOf(rank);
   startFlow(std::move(f));
 }
 
@@ -480,8 +505,7 @@ void Sim::sendFlow(int64_t g) {
         f.weights.push_back(1 / rate);
       }
   }
-  f.conn = static_cast<uint64_t>(r) * static_cast<uint64_t>(nranks_) +
-           static_cast<uint64_t>(s.peer);
+  f.conn = connOf(r, s.peer);
   startFlow(std::move(f));
 }
 
@@ -751,6 +775,11 @@ StatusOr<Result> Sim::run() {
     return invalidArgument("simulate: CPU costs need a machine with CPUs (flat hosts with "
                            "FlatSpec::cpu)");
   CHORUS_RETURN_IF_ERROR(load());
+  const size_t conns = connBase_.back() + n;
+  connBusy_.assign(conns, 0);
+  connHead_.assign(conns, -1);
+  connTail_.assign(conns, -1);
+  queueNext_.clear();
   const size_t total = static_cast<size_t>(offset_[n]);
   signals_.assign(static_cast<size_t>(nranks_), {});
   waiters_.assign(static_cast<size_t>(nranks_), {});
