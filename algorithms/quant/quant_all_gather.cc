@@ -108,11 +108,10 @@ void railAllGather(QuantBuild& b, const HostGroups& g, const Gathered& blocks, b
   const int r = b.rank, H = g.numHosts(), L = g.perHost();
   const int h = g.hostOf(r), l = g.localOf(r);
   g.addHostPeers(b.s, r);
-  // Hosts are visited from the own host on (h, h + 1, ...), here and in the loops below, as
-  // qgZ does (twoHopReduceScatter): every host runs host 0's plan with its peers moved by whole
-  // hosts.
-  auto hostAt = [&](int u) { return (h + u) % H; };
-  for (int u = 1; u < H; ++u) b.s.addPeer(g.at(hostAt(u), l));
+  // Hosts are visited from the own host on (h, h + 1, ...; g.at wraps), here and in the loops
+  // below, as qgZ does (twoHopReduceScatter): every host runs host 0's plan with its peers
+  // moved by whole hosts.
+  for (int u = 1; u < H; ++u) b.s.addPeer(g.at(h + u, l));
   auto chunks = [&](int p) { return b.slices[static_cast<size_t>(p)].chunks(); };
   for (uint64_t j = 0; j < b.maxChunks(); ++j) {
     if (own) quantizeOwn(b, blocks, j);
@@ -126,13 +125,13 @@ void railAllGather(QuantBuild& b, const HostGroups& g, const Gathered& blocks, b
     // Inside the host: the rail's H blocks to every host-mate, theirs from them.
     for (int t = 1; t < L; ++t)
       for (int u = 0; u < H; ++u) {
-        const int o = g.at(hostAt(u), l);
+        const int o = g.at(h + u, l);
         if (j < chunks(o)) b.s.send(g.at(h, (l + t) % L), blocks.chunk(b, o, j));
       }
     for (int t = 1; t < L; ++t) {
       const int k = (l + L - t) % L;
       for (int u = 0; u < H; ++u) {
-        const int o = g.at(hostAt(u), k);
+        const int o = g.at(h + u, k);
         if (j < chunks(o)) b.s.recv(g.at(h, k), blocks.chunk(b, o, j));
       }
     }

@@ -29,7 +29,7 @@ struct Flow {
   std::vector<double> weights;  // per entry of `resources` (empty: all 1): load per unit rate
   std::vector<uint32_t> slots;  // per entry of `resources`: its index in that resource's list
   int64_t step = -1;
-  uint32_t conn = 0;  // kMessage: the ordered pair; a CPU piece: its rank (Sim::connOf)
+  uint32_t conn = 0;  // kMessage: its ordered pair's id (Sim::connOf); a CPU piece: cpuConnOf
   uint32_t version = 0;  // bumped at every new rate: older completion events are stale
   FlowKind kind = FlowKind::kMemory;
   bool frozen = false;
