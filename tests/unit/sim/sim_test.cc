@@ -279,6 +279,20 @@ TEST(SimBuilders, BinomialTreeBroadcast) {
   EXPECT_NEAR(o.result.rankDoneUs[1], 2000 + 5, kTol);
 }
 
+// The double binary tree on 4 ranks puts ranks 1 and 2 in opposite places (2 is 1's child in
+// one tree, its parent in the other), so 2 -> 1 carries one tree's reduce and the other's
+// broadcast. 20 chunks per tree of T = 10 us, alpha = 100 us: were a chunk's reduce queued
+// behind the previous chunk's broadcast, every chunk would wait for a round trip (over 2 alpha,
+// 20 x 200 us in all). Streamed, rank 2's port carries 60 chunks (its reduce in both trees, its
+// broadcast to two children in one): 600 us of sending plus a few latencies.
+TEST(SimBuilders, DoubleTreeStreamsThroughAPairThatCarriesBothPhases) {
+  const Machine m = flat(1, 4, /*alpha=*/100);
+  const Outcome o = runOk(m, Coll::kAllReduce, 400'000, "tree", 10'000);
+  EXPECT_EQ(o.algo, "allreduce:tree");
+  EXPECT_GT(o.timeUs, 60 * 10.0);
+  EXPECT_LT(o.timeUs, 60 * 10.0 + 5 * 100);
+}
+
 TEST(SimBuilders, TunerChoosesARegisteredAlgorithm) {
   const Machine m = flat(2, 4);
   const Outcome o = runOk(m, Coll::kAllReduce, 1 << 20, "tuner", 256 << 10);
