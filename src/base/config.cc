@@ -42,6 +42,7 @@ constexpr EnvVar kVars[] = {
     // Collectives
     {"CHORUS_ALGO", "", "force algorithms: 'ring' or per collective 'allreduce:ring,broadcast:chain'"},
     {"CHORUS_CHUNK_SIZE", "256K", "pipelining chunk of ring/chain schedules (bytes, K/M/G suffixes)"},
+    {"CHORUS_PLAN_CACHE", "512", "prepared plans a communicator keeps, one per call signature (also at most 64 MiB of them); beyond, the least recently used is dropped and built again when its signature returns"},
     {"CHORUS_TIMEOUT", "300", "seconds any wait may last before the operation fails with chorusTimeout"},
     {"CHORUS_HEARTBEAT_TIMEOUT", "4", "seconds a peer may stay silent (no heartbeat: process stopped, host or link down, traffic dropped) before waits on it fail with chorusRemoteError; 0 turns heartbeats off"},
     {"CHORUS_SPIN_US", "20", "microseconds a wait spins before yielding, then blocking"},

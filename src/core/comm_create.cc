@@ -187,6 +187,11 @@ Status Communicator::readConfig() {
   yieldUs_ = static_cast<int>(yield);
   CHORUS_ASSIGN_OR_RETURN(chunkBytes_, config::getBytes("CHORUS_CHUNK_SIZE"));
   if (chunkBytes_ < 64) return invalidArgument("CHORUS_CHUNK_SIZE must be at least 64 bytes");
+  CHORUS_ASSIGN_OR_RETURN(int64_t cachedPlans, config::getInt("CHORUS_PLAN_CACHE"));
+  if (cachedPlans < 1)
+    return invalidArgument("CHORUS_PLAN_CACHE must be at least 1 plan, got " +
+                           std::to_string(cachedPlans));
+  plans_ = PlanCache(static_cast<size_t>(cachedPlans), PlanCache::kDefaultBytes);
   CHORUS_ASSIGN_OR_RETURN(mask_, tune::AlgoMask::parse(config::getString("CHORUS_ALGO")));
   return Status();
 }

@@ -110,5 +110,30 @@ TEST(PlanCacheBound, AllToAllvWithNewCountsOnEveryCall) {
   EXPECT_EQ(summarize(outcomes), "");
 }
 
+// CHORUS_PLAN_CACHE sets the entry bound: 8 plans, 40 new signatures, the cache turns over.
+TEST(PlanCacheBound, SetByTheEnvironment) {
+  auto outcomes = runRanks(kRanks, [](chorusComm_t comm, int rank, int n) -> std::string {
+    const PlanCache& cache = api::communicatorOf(comm)->planCache();
+    for (int call = 0; call < 40; ++call) {
+      std::string err = runCall(comm, rank, n, call);
+      RANK_CHECK(err.empty(), err);
+      RANK_CHECK(cache.size() <= 8, "the plan cache holds " + std::to_string(cache.size()) +
+                                        " plans after call " + std::to_string(call));
+    }
+    RANK_CHECK(cache.size() == 8, "the cache holds " + std::to_string(cache.size()) + " plans");
+    RANK_CHECK(cache.evictions() >= 32, "only " + std::to_string(cache.evictions()) +
+                                            " evictions");
+    return "";
+  }, RunOptions{.deadlineSeconds = 120, .env = {{"CHORUS_PLAN_CACHE", "8"}}});
+  EXPECT_EQ(summarize(outcomes), "");
+}
+
+TEST(PlanCacheBound, ZeroPlansIsRefusedByName) {
+  auto outcomes = runRanks(1, [](chorusComm_t, int, int) -> std::string { return ""; },
+                           RunOptions{.deadlineSeconds = 30, .env = {{"CHORUS_PLAN_CACHE", "0"}}});
+  const std::string s = summarize(outcomes);
+  EXPECT_NE(s.find("CHORUS_PLAN_CACHE must be at least 1 plan, got 0"), std::string::npos) << s;
+}
+
 }  // namespace
 }  // namespace chorus::test
