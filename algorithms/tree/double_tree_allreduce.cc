@@ -125,15 +125,13 @@ sched::Schedule buildDoubleTreeAllReduce(const sched::CollDesc& d, int rank, int
 
   const uint64_t chunk = chunkElems(d);
   const uint64_t rounds = numChunks(evenBlock(d.count, 2, 0).count, chunk);
-  auto outOf = [&](int t, uint64_t c) {
-    return elemRange(kOutput, chunkOf(evenBlock(d.count, 2, t), chunk, c), es);
-  };
+  auto part = [&](int t, uint64_t c) { return chunkOf(evenBlock(d.count, 2, t), chunk, c); };
   // The reduce phase of every chunk, then the broadcast phase of every chunk (see above).
   for (uint64_t c = 0; c < rounds; ++c) {
     for (int t = 0; t < 2; ++t) {
       const RankTree& tr = mine[t];
-      const sched::Range out = outOf(t, c);
-      sched::Range acc = elemRange(kInput, chunkOf(evenBlock(d.count, 2, t), chunk, c), es);
+      const sched::Range out = elemRange(kOutput, part(t, c), es);
+      sched::Range acc = elemRange(kInput, part(t, c), es);
       for (auto it = tr.children.rbegin(); it != tr.children.rend(); ++it) {
         s.recvReduce(*it, acc, out);
         acc = out;
@@ -144,7 +142,7 @@ sched::Schedule buildDoubleTreeAllReduce(const sched::CollDesc& d, int rank, int
   for (uint64_t c = 0; c < rounds; ++c) {
     for (int t = 0; t < 2; ++t) {
       const RankTree& tr = mine[t];
-      const sched::Range out = outOf(t, c);
+      const sched::Range out = elemRange(kOutput, part(t, c), es);
       if (tr.parent >= 0) s.recv(tr.parent, out);
       for (int ch : tr.children) s.send(ch, out);
     }
