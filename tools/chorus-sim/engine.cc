@@ -22,6 +22,7 @@ enum class FlowKind : uint8_t { kMessage, kGet, kMemory, kCpuSend, kCpuRecv, kCa
 struct Flow {
   double remaining = 0;
   double rate = 0;
+  double share = 0;  // the rate being computed (Sim::fillShares)
   double cap = kUnlimited;
   double latencyUs = 0;
   double updatedUs = 0;  // `remaining` is as of this time
@@ -29,6 +30,7 @@ struct Flow {
   std::vector<double> weights;  // per entry of `resources` (empty: all 1): load per unit rate
   std::vector<uint32_t> slots;  // per entry of `resources`: its index in that resource's list
   int64_t step = -1;
+  int bottleneck = -1;  // the full resource that holds `rate`; -1: its cap (or nothing)
   uint32_t conn = 0;  // kMessage: its ordered pair's id (Sim::connOf); a CPU piece: cpuConnOf
   uint32_t version = 0;  // bumped at every new rate: older completion events are stale
   FlowKind kind = FlowKind::kMemory;
@@ -168,6 +170,10 @@ class Sim {
   void settle(Flow& f);
   void removeActive(int id);
   void shareRates();
+  void fillShares();
+  bool sharesHold();
+  void addToShare(int id);
+  double weightOn(int id, size_t r, uint32_t slot) const;
   // Token buckets: brings resource r's tokens up to now at its last load; the capacity the
   // rates see (unlimited while tokens are left).
   void settleBucket(size_t r);
@@ -211,6 +217,14 @@ class Sim {
   std::vector<int> resUnfrozen_;
   std::vector<double> resWeight_;  // the unfrozen flows' weights on the resource
   std::vector<uint32_t> resMark_, flowMark_;
+  // shareRates' set S (flows, and the resources they cross), the resources it grows by, and per
+  // resource the load and fastest rate outside S, the load and fastest rate of S, and the
+  // slowest S flow it holds.
+  std::vector<int> scratchRes_, scratchFlows_, scratchGrow_;
+  std::vector<uint32_t> growMark_;
+  uint32_t growEpoch_ = 0;
+  bool outsideFlows_ = false;  // a resource of S also carries flows outside S
+  std::vector<double> resOut_, resOutMax_, resLoad_, resMaxIn_, resBottleneckMin_;
   uint32_t epoch_ = 0;
   std::vector<int> dirtyResources_;  // where flows started or ended since the last computation
   std::priority_queue<Completion, std::vector<Completion>, std::greater<Completion>> completions_;
@@ -618,47 +632,37 @@ double Sim::capacityNow(size_t r) const {
   return m_.capacity(static_cast<int>(r));
 }
 
-// Max-min fair rates by progressive filling, over the flows connected (through shared
-// resources) to where a flow started or ended: only their rates can have changed.
-void Sim::shareRates() {
-  res_.events++;
-  if (++epoch_ == 0) {  // wrapped: clear the marks
-    std::fill(resMark_.begin(), resMark_.end(), 0);
-    std::fill(flowMark_.begin(), flowMark_.end(), 0);
-    epoch_ = 1;
-  }
-  if (flowMark_.size() < flows_.size()) flowMark_.resize(flows_.size(), 0);
-  std::vector<int> res, fl;
-  for (int r : dirtyResources_) {
-    if (resMark_[static_cast<size_t>(r)] == epoch_) continue;
-    resMark_[static_cast<size_t>(r)] = epoch_;
-    res.push_back(r);
-  }
-  dirtyResources_.clear();
-  for (size_t k = 0; k < res.size(); ++k) {
-    for (int id : onResource_[static_cast<size_t>(res[k])]) {
-      if (flowMark_[static_cast<size_t>(id)] == epoch_) continue;
-      flowMark_[static_cast<size_t>(id)] = epoch_;
-      fl.push_back(id);
-      for (int r : flows_[static_cast<size_t>(id)].resources) {
-        if (resMark_[static_cast<size_t>(r)] == epoch_) continue;
-        resMark_[static_cast<size_t>(r)] = epoch_;
-        res.push_back(r);
-      }
-    }
-  }
-  // The discovery order is itself deterministic (resource lists change only through events,
-  // which run in a fixed order), so the result does not depend on anything but the input.
+// Progressive filling over S (scratchFlows_, crossing scratchRes_): every rate of S grows
+// from 0 together; a resource that fills (its capacity less what flows outside S use there)
+// freezes its flows there, a flow reaching its cap freezes. Sets each S flow's `share` and
+// `bottleneck`, and per resource what sharesHold needs: the load and fastest rate outside S.
+void Sim::fillShares() {
+  const std::vector<int>& res = scratchRes_;
+  const std::vector<int>& fl = scratchFlows_;
+  outsideFlows_ = false;
   for (int r : res) {
-    settleBucket(static_cast<size_t>(r));  // at the load it had until now
-    resLeft_[static_cast<size_t>(r)] = capacityNow(static_cast<size_t>(r));
-    resUnfrozen_[static_cast<size_t>(r)] = 0;
-    resWeight_[static_cast<size_t>(r)] = 0;
+    const size_t ri = static_cast<size_t>(r);
+    settleBucket(ri);  // at the load it had until now
+    double out = 0, outMax = 0;
+    const std::vector<int>& on = onResource_[ri];
+    for (size_t i = 0; i < on.size(); ++i) {
+      if (flowMark_[static_cast<size_t>(on[i])] == epoch_) continue;
+      outsideFlows_ = true;
+      const double rate = flows_[static_cast<size_t>(on[i])].rate;
+      out += rate * weightOn(on[i], ri, static_cast<uint32_t>(i));
+      outMax = std::max(outMax, rate);
+    }
+    const double cap = capacityNow(ri);
+    resLeft_[ri] = cap == kUnlimited ? cap : std::max(0.0, cap - out);
+    resOut_[ri] = out;
+    resOutMax_[ri] = outMax;
+    resUnfrozen_[ri] = 0;
+    resWeight_[ri] = 0;
   }
   for (int id : fl) {
     Flow& f = flows_[static_cast<size_t>(id)];
-    settle(f);
-    f.rate = 0;
+    f.share = 0;
+    f.bottleneck = -1;
     f.frozen = false;
     for (size_t k = 0; k < f.resources.size(); ++k) {
       ++resUnfrozen_[static_cast<size_t>(f.resources[k])];
@@ -668,18 +672,22 @@ void Sim::shareRates() {
   size_t unfrozen = fl.size();
   while (unfrozen > 0) {
     double delta = kUnlimited;
+    int tightest = -1;
     for (int r : res) {
       const size_t ri = static_cast<size_t>(r);
-      if (resUnfrozen_[ri] > 0) delta = std::min(delta, resLeft_[ri] / resWeight_[ri]);
+      if (resUnfrozen_[ri] > 0 && resLeft_[ri] / resWeight_[ri] < delta) {
+        delta = resLeft_[ri] / resWeight_[ri];
+        tightest = r;
+      }
     }
     for (int id : fl) {
       const Flow& f = flows_[static_cast<size_t>(id)];
-      if (!f.frozen) delta = std::min(delta, f.cap - f.rate);
+      if (!f.frozen) delta = std::min(delta, f.cap - f.share);
     }
     for (int id : fl) {
       Flow& f = flows_[static_cast<size_t>(id)];
       if (f.frozen) continue;
-      f.rate += delta;
+      f.share += delta;
       for (size_t k = 0; k < f.resources.size(); ++k)
         resLeft_[static_cast<size_t>(f.resources[k])] -= delta * weight(f, k);
     }
@@ -689,14 +697,18 @@ void Sim::shareRates() {
     for (int id : fl) {
       Flow& f = flows_[static_cast<size_t>(id)];
       if (f.frozen) continue;
-      bool stop = f.rate >= f.cap * (1 - 1e-12);
+      int full = -1;
       for (int r : f.resources) {
         const size_t ri = static_cast<size_t>(r);
         const double cap = capacityNow(ri);
-        stop = stop || (cap < kUnlimited && resLeft_[ri] <= cap * 1e-12);
+        if (cap < kUnlimited && resLeft_[ri] <= cap * 1e-12) {
+          full = r;
+          break;
+        }
       }
-      if (!stop) continue;
+      if (full < 0 && f.share < f.cap * (1 - 1e-12)) continue;
       f.frozen = true;
+      f.bottleneck = full;
       --unfrozen;
       for (size_t k = 0; k < f.resources.size(); ++k) {
         const size_t ri = static_cast<size_t>(f.resources[k]);
@@ -709,13 +721,150 @@ void Sim::shareRates() {
         Flow& f = flows_[static_cast<size_t>(id)];
         if (f.frozen) continue;
         f.frozen = true;
+        f.bottleneck = tightest;
         for (int r : f.resources) --resUnfrozen_[static_cast<size_t>(r)];
       }
       unfrozen = 0;
     }
   }
+}
+
+// Whether the filling's rates and the outside flows' kept ones are max-min fair together (see
+// shareRates); if not, the resources whose flows must join S are in scratchGrow_ and the
+// function has added their flows.
+bool Sim::sharesHold() {
+  if (!outsideFlows_) return true;  // S holds every flow on its resources: nothing to meet
+  const std::vector<int>& res = scratchRes_;
+  const std::vector<int>& fl = scratchFlows_;
+  for (int r : res) {
+    const size_t ri = static_cast<size_t>(r);
+    resLoad_[ri] = resOut_[ri];
+    resMaxIn_[ri] = 0;
+    resBottleneckMin_[ri] = kUnlimited;
+  }
+  for (int id : fl) {
+    const Flow& f = flows_[static_cast<size_t>(id)];
+    for (size_t k = 0; k < f.resources.size(); ++k) {
+      const size_t ri = static_cast<size_t>(f.resources[k]);
+      resLoad_[ri] += f.share * weight(f, k);
+      resMaxIn_[ri] = std::max(resMaxIn_[ri], f.share);
+    }
+    if (f.bottleneck >= 0) {
+      const size_t b = static_cast<size_t>(f.bottleneck);
+      resBottleneckMin_[b] = std::min(resBottleneckMin_[b], f.share);
+    }
+  }
+  const auto full = [&](size_t ri) {
+    const double cap = capacityNow(ri);
+    return cap < kUnlimited && resLoad_[ri] >= cap * (1 - 1e-9);
+  };
+  std::vector<int>& grow = scratchGrow_;
+  grow.clear();
+  if (++growEpoch_ == 0) {
+    std::fill(growMark_.begin(), growMark_.end(), 0);
+    growEpoch_ = 1;
+  }
+  const auto mark = [&](size_t ri) {
+    if (growMark_[ri] == growEpoch_) return;
+    growMark_[ri] = growEpoch_;
+    grow.push_back(static_cast<int>(ri));
+  };
+  for (int r : res) {
+    const size_t ri = static_cast<size_t>(r);
+    // A flow outside S faster than an S flow held here: it must give way.
+    if (resOutMax_[ri] > resBottleneckMin_[ri] * (1 + 1e-9)) mark(ri);
+    // Flows outside S whose bottleneck S crosses: it must still be full, and theirs the top rate.
+    for (int id : onResource_[ri]) {
+      if (flowMark_[static_cast<size_t>(id)] == epoch_) continue;
+      const Flow& g = flows_[static_cast<size_t>(id)];
+      if (g.bottleneck < 0) continue;
+      const size_t b = static_cast<size_t>(g.bottleneck);
+      if (resMark_[b] != epoch_ || growMark_[b] == growEpoch_) continue;
+      if (!full(b) || g.rate < std::max(resMaxIn_[b], resOutMax_[b]) * (1 - 1e-9)) mark(b);
+    }
+  }
+  for (int r : grow)
+    for (int id : onResource_[static_cast<size_t>(r)]) addToShare(id);
+  return grow.empty();
+}
+
+// The weight of flow `id`'s entry at position `slot` of resource r's list (a flow crossing r
+// twice has two entries there, with their own weights).
+double Sim::weightOn(int id, size_t r, uint32_t slot) const {
+  const Flow& f = flows_[static_cast<size_t>(id)];
+  if (f.weights.empty()) return 1;
+  for (size_t k = 0; k < f.resources.size(); ++k)
+    if (static_cast<size_t>(f.resources[k]) == r && f.slots[k] == slot) return f.weights[k];
+  return 1;  // not reached: every entry of the list is one of the flow's
+}
+
+// Brings flow `id` into the computation, with every resource it crosses.
+void Sim::addToShare(int id) {
+  if (flowMark_[static_cast<size_t>(id)] == epoch_) return;
+  flowMark_[static_cast<size_t>(id)] = epoch_;
+  scratchFlows_.push_back(id);
+  for (int r : flows_[static_cast<size_t>(id)].resources) {
+    if (resMark_[static_cast<size_t>(r)] == epoch_) continue;
+    resMark_[static_cast<size_t>(r)] = epoch_;
+    scratchRes_.push_back(r);
+  }
+}
+
+// Max-min fair rates, by progressive filling over a set S of flows (Sim::fillShares) while the
+// flows outside S keep their rates, checked afterwards (Sim::sharesHold) and S grown where the
+// check fails. The allocation is max-min fair exactly when every flow is at its cap or crosses
+// a full resource on which no flow has a higher rate (its bottleneck); the filling gives S's
+// flows such a bottleneck among the capacity outside flows leave them, so what remains to check
+// is where S and the outside meet: no outside flow on an S flow's bottleneck may be faster, and
+// an outside flow whose bottleneck S crosses must still have it. An outside flow whose
+// bottleneck S does not cross keeps it (no rate on it changed). S starts as the flows on the
+// resources where flows started or ended; after four growths it becomes everything connected to
+// them through shared resources (which needs no check). Buckets whose tokens run out mark their
+// resource too. Checks use a relative tolerance of 1e-9.
+void Sim::shareRates() {
+  res_.events++;
+  if (++epoch_ == 0) {  // wrapped: clear the marks
+    std::fill(resMark_.begin(), resMark_.end(), 0);
+    std::fill(flowMark_.begin(), flowMark_.end(), 0);
+    std::fill(growMark_.begin(), growMark_.end(), 0);
+    epoch_ = 1;
+  }
+  if (flowMark_.size() < flows_.size()) flowMark_.resize(flows_.size(), 0);
+  std::vector<int>& res = scratchRes_;
+  std::vector<int>& fl = scratchFlows_;
+  res.clear();
+  fl.clear();
+  // A resource left without flows is kept too: its bucket's load must become 0.
+  std::vector<int>& seeds = scratchGrow_;
+  seeds.clear();
+  for (int r : dirtyResources_) {
+    if (resMark_[static_cast<size_t>(r)] == epoch_) continue;
+    resMark_[static_cast<size_t>(r)] = epoch_;
+    res.push_back(r);
+    seeds.push_back(r);
+  }
+  dirtyResources_.clear();
+  for (int r : seeds)
+    for (int id : onResource_[static_cast<size_t>(r)]) addToShare(id);
+  // The discovery order is itself deterministic (resource lists change only through events,
+  // which run in a fixed order), so the result does not depend on anything but the input.
+  for (int growths = 0;; ++growths) {
+    if (growths == 4 || opt_.wholeComponents) {
+      for (size_t k = 0; k < res.size(); ++k)
+        for (int id : onResource_[static_cast<size_t>(res[k])]) addToShare(id);
+      fillShares();
+      break;
+    }
+    fillShares();
+    if (sharesHold()) break;
+    res_.growths++;
+  }
+  res_.sharedFlows += fl.size();
   for (int id : fl) {
     Flow& f = flows_[static_cast<size_t>(id)];
+    if (f.share == f.rate) continue;  // its completion stands
+    settle(f);  // at the old rate, up to now
+    f.rate = f.share;
     ++f.version;
     if (f.rate > 0) completions_.push({now_ + f.remaining / f.rate, id, f.version});
   }
@@ -790,6 +939,9 @@ StatusOr<Result> Sim::run() {
   resUnfrozen_.assign(nres, 0);
   resWeight_.assign(nres, 0);
   resMark_.assign(nres, 0);
+  growMark_.assign(nres, 0);
+  for (auto* v : {&resOut_, &resOutMax_, &resLoad_, &resMaxIn_, &resBottleneckMin_})
+    v->assign(nres, 0);
   res_.resourceBytes.assign(nres, 0);
   res_.resourceBusyUs.assign(nres, 0);
   // Buckets start empty: the calls a benchmark times run back to back, and each leaves the

@@ -27,9 +27,13 @@
 // Fair sharing. Flows in their bandwidth phase share every resource they cross max-min fairly
 // (progressive filling: all rates grow together; a resource that fills freezes its flows; a
 // flow also stops at its route's ceiling). Rates are recomputed whenever a flow starts or ends,
-// over the flows connected to it through shared resources (no other rate can change), and
-// between two such events every rate is constant, so the simulated time is exact for the model
-// (no time step).
+// and between two such events every rate is constant, so the simulated time is exact for the
+// model (no time step). A recomputation starts from the flows on the resources where flows
+// started or ended, keeps every other flow's rate, checks that the result is max-min fair
+// (every flow at its cap or on a full resource where no flow is faster) where the two sets
+// meet, and grows the set where it is not; no rate outside the flows connected to the change
+// through shared resources can change, and after a few growths it takes all of those
+// (EngineOptions::wholeComponents: always, at once).
 //
 // The CPU (EngineOptions::msgUs, msgBytesPerUs, callUs; a machine with CPUs, Machine::cpus).
 // A rank's software costs are work on its CPU resources, counted in CPU microseconds: its own
@@ -114,6 +118,9 @@ struct EngineOptions {
   /// 0's copy with its multiplicity. The caller must know the plans are so (scenario.h
   /// checks); the engine cannot tell.
   Fold fold = Fold::kNone;
+  /// Every rate computation over all the flows connected to the change (the check of the
+  /// default, which starts from the flows next to it and grows only where fairness fails).
+  bool wholeComponents = false;
 };
 
 /// One step of the critical path.
@@ -137,6 +144,8 @@ struct Result {
   std::vector<PathStep> criticalPath;
   uint64_t flows = 0;   ///< flows simulated (messages, reads, memory operations)
   uint64_t events = 0;  ///< rate recomputations
+  uint64_t sharedFlows = 0;  ///< flows whose rate was computed, summed over the recomputations
+  uint64_t growths = 0;      ///< times a recomputation's set of flows had to grow
 };
 
 /// Runs `plans` (one per rank of `machine`, in rank order; folded: one per rank of host 0) to

@@ -803,6 +803,72 @@ TEST(SimCpu, FoldedEqualsEveryRankWithCpuCosts) {
   }
 }
 
+// A rate computation starts next to the change and grows where max-min fairness fails
+// (engine.h); it must give what a computation over everything connected gives. Every-rank runs
+// on machines where many flows meet: a DGX-like topology (NVLink, PCIe, NICs; flows with caps),
+// an oversubscribed fat tree, CPUs shared through a pool and by the machine, and emulated NICs
+// with token buckets.
+TEST(SimEngine, LocalRatesEqualWholeComponents) {
+  StatusOr<topo::System> sys = topo::loadTopologyFile(
+      std::string(CHORUS_TEST_DATA_DIR) + "/topologies/dgx-h100-like.xml");
+  ASSERT_TRUE(sys.ok());
+  StatusOr<Machine> dgx = Machine::fromSystem(*sys, 4, 4, defaultConstants());
+  ASSERT_TRUE(dgx.ok()) << dgx.status().message();
+  Machine fat = flat(8, 2, 5, 1, 7, 3);
+  NetSpec net;
+  net.kind = NetSpec::Kind::kFatTree;
+  net.hostsPerLeaf = 2;
+  net.oversub = 3;
+  ASSERT_TRUE(fat.setNetwork(net, 0.5).ok());
+  const Machine cpu = flatCpu(4, 3, 2, 0.5);
+  Machine tbf = flatCpu(4, 2, 1, 0.125);
+  ASSERT_TRUE(tbf.setNicBurst(4000, 64 << 10).ok());
+  EngineOptions costs;
+  costs.msgUs = 3;
+  costs.msgBytesPerUs = 700;
+  costs.callUs = 5;
+  struct Run {
+    const Machine* m;
+    Coll coll;
+    const char* algo;
+    bool cpuCosts;
+  };
+  const Run runs[] = {
+      {&*dgx, Coll::kAllReduce, "tree", false},   {&*dgx, Coll::kAllReduce, "hier", false},
+      {&*dgx, Coll::kAllToAll, "pairwise", false}, {&fat, Coll::kAllReduce, "tree", false},
+      {&fat, Coll::kAllReduce, "ring", false},     {&cpu, Coll::kAllReduce, "tree", true},
+      {&tbf, Coll::kAllReduce, "tree", true},      {&tbf, Coll::kAllReduce, "ring", true},
+  };
+  uint64_t localFlows = 0, wholeFlows = 0, growths = 0;
+  for (const Run& r : runs) {
+    Case c;
+    c.coll = r.coll;
+    c.sizeBytes = 3 << 20;
+    c.algo = r.algo;
+    c.chunkBytes = 64 << 10;
+    c.fold = false;
+    EngineOptions o = r.cpuCosts ? costs : EngineOptions{};
+    StatusOr<Outcome> local = runCase(*r.m, c, o);
+    o.wholeComponents = true;
+    StatusOr<Outcome> whole = runCase(*r.m, c, o);
+    ASSERT_TRUE(local.ok() && whole.ok());
+    SCOPED_TRACE(local->algo + " on " + r.m->summary());
+    EXPECT_NEAR(local->timeUs, whole->timeUs, 1e-9 * whole->timeUs);
+    EXPECT_EQ(local->result.flows, whole->result.flows);
+    for (size_t k = 0; k < whole->result.resourceBytes.size(); ++k)
+      EXPECT_NEAR(local->result.resourceBytes[k], whole->result.resourceBytes[k],
+                  1e-9 * whole->result.resourceBytes[k] + 1e-6)
+          << k;
+    EXPECT_EQ(whole->result.growths, 0u);
+    localFlows += local->result.sharedFlows;
+    wholeFlows += whole->result.sharedFlows;
+    growths += local->result.growths;
+  }
+  // The check did grow sets somewhere, and the local computations did less.
+  EXPECT_GT(growths, 0u);
+  EXPECT_LT(localFlows, wholeFlows);
+}
+
 // The network beyond the NICs. Flat hosts, one rank each, NIC 1 GB/s, no latency anywhere but
 // the switches, so times are bytes / rate plus the switches' latency.
 Machine onNetwork(int hosts, NetSpec::Kind kind, int perLeaf, double oversub, double switchUs) {
