@@ -219,7 +219,7 @@ int main(int argc, char** argv) {
   app.add_flag("--no-fold", noFold,
                "simulate every rank even where the plans are the same up to a host shift");
   app.add_option("--max-steps", maxSteps,
-                 "refuse every-rank simulations estimated above this many steps (default 30M)");
+                 "refuse every-rank simulations estimated above this many steps (default 64M)");
   app.add_option("--dump-rank", dumpRank,
                  "list this rank's plan (steps, peers, bytes, dependencies) at the largest size")
       ->check(CLI::NonNegativeNumber);

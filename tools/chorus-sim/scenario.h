@@ -51,8 +51,9 @@ struct Case {
   bool oneSided = false;  ///< every pair may read the other's memory (CUDA IPC, CMA, RDMA)
   bool fold = true;       ///< fold by host where the plans allow it (see above)
   /// Refuse an every-rank simulation estimated (rank 0's steps x ranks) above this many steps
-  /// rather than run out of memory (about 250 bytes per step measured: 30M is about 7.5 GB).
-  uint64_t maxSteps = 30'000'000;
+  /// rather than run out of memory (peak RSS of every-rank trees at 16,384 ranks: 113-120 bytes
+  /// per step, 8.4 to 67 million steps; 64M is about 7.7 GB).
+  uint64_t maxSteps = 64'000'000;
   int dumpRank = -1;  ///< >= 0: Outcome::plan lists this rank's plan, step by step
   /// Quantized collectives (quant_*: qgZ, qwZ): the config of the call. A quantized algorithm
   /// named without one gets QuantConfig{} (int8, groups of 256); with one, the tuner may also
