@@ -349,6 +349,13 @@ std::string topoFile(const char* name) {
   return std::string(CHORUS_TEST_DATA_DIR) + "/topologies/" + name;
 }
 
+// `hosts` servers of the DGX-like file with `perHost` ranks each.
+StatusOr<Machine> dgxLike(int hosts, int perHost) {
+  StatusOr<topo::System> sys = topo::loadTopologyFile(topoFile("dgx-h100-like.xml"));
+  if (!sys.ok()) return sys.status();
+  return Machine::fromSystem(*sys, hosts, perHost, defaultConstants());
+}
+
 TEST(SimTopology, DgxLikeServerRingIsBoundByNvlink) {
   StatusOr<topo::System> sys = topo::loadTopologyFile(topoFile("dgx-h100-like.xml"));
   ASSERT_TRUE(sys.ok()) << sys.status().message();
@@ -427,10 +434,7 @@ Outcome runFold(const Machine& m, Coll coll, uint64_t size, const std::string& a
 // Folded and every-rank simulations of host-shift-symmetric plans agree exactly: the time, every
 // rank's finish, every resource's bytes.
 TEST(SimFold, FoldedEqualsEveryRank) {
-  StatusOr<topo::System> sys = topo::loadTopologyFile(
-      std::string(CHORUS_TEST_DATA_DIR) + "/topologies/dgx-h100-like.xml");
-  ASSERT_TRUE(sys.ok());
-  StatusOr<Machine> dgx = Machine::fromSystem(*sys, 4, 4, defaultConstants());
+  StatusOr<Machine> dgx = dgxLike(4, 4);
   ASSERT_TRUE(dgx.ok()) << dgx.status().message();
   const Machine flat5 = flat(5, 3, 5, 0.5, 7, 3);
   const Machine flat8 = flat(8, 2, 5, 0.5, 7, 3);
@@ -809,10 +813,7 @@ TEST(SimCpu, FoldedEqualsEveryRankWithCpuCosts) {
 // an oversubscribed fat tree, CPUs shared through a pool and by the machine, and emulated NICs
 // with token buckets.
 TEST(SimEngine, LocalRatesEqualWholeComponents) {
-  StatusOr<topo::System> sys = topo::loadTopologyFile(
-      std::string(CHORUS_TEST_DATA_DIR) + "/topologies/dgx-h100-like.xml");
-  ASSERT_TRUE(sys.ok());
-  StatusOr<Machine> dgx = Machine::fromSystem(*sys, 4, 4, defaultConstants());
+  StatusOr<Machine> dgx = dgxLike(4, 4);
   ASSERT_TRUE(dgx.ok()) << dgx.status().message();
   Machine fat = flat(8, 2, 5, 1, 7, 3);
   NetSpec net;
@@ -827,32 +828,27 @@ TEST(SimEngine, LocalRatesEqualWholeComponents) {
   costs.msgUs = 3;
   costs.msgBytesPerUs = 700;
   costs.callUs = 5;
-  struct Run {
-    const Machine* m;
-    Coll coll;
-    const char* algo;
-    bool cpuCosts;
-  };
-  const Run runs[] = {
+  // Machine, collective, algorithm, with the CPU costs.
+  const std::tuple<const Machine*, Coll, const char*, bool> runs[] = {
       {&*dgx, Coll::kAllReduce, "tree", false},   {&*dgx, Coll::kAllReduce, "hier", false},
       {&*dgx, Coll::kAllToAll, "pairwise", false}, {&fat, Coll::kAllReduce, "tree", false},
       {&fat, Coll::kAllReduce, "ring", false},     {&cpu, Coll::kAllReduce, "tree", true},
       {&tbf, Coll::kAllReduce, "tree", true},      {&tbf, Coll::kAllReduce, "ring", true},
   };
   uint64_t localFlows = 0, wholeFlows = 0, growths = 0;
-  for (const Run& r : runs) {
+  for (const auto& [m, coll, algo, cpuCosts] : runs) {
     Case c;
-    c.coll = r.coll;
+    c.coll = coll;
     c.sizeBytes = 3 << 20;
-    c.algo = r.algo;
+    c.algo = algo;
     c.chunkBytes = 64 << 10;
     c.fold = false;
-    EngineOptions o = r.cpuCosts ? costs : EngineOptions{};
-    StatusOr<Outcome> local = runCase(*r.m, c, o);
+    EngineOptions o = cpuCosts ? costs : EngineOptions{};
+    StatusOr<Outcome> local = runCase(*m, c, o);
     o.wholeComponents = true;
-    StatusOr<Outcome> whole = runCase(*r.m, c, o);
+    StatusOr<Outcome> whole = runCase(*m, c, o);
     ASSERT_TRUE(local.ok() && whole.ok());
-    SCOPED_TRACE(local->algo + " on " + r.m->summary());
+    SCOPED_TRACE(local->algo + " on " + m->summary());
     EXPECT_NEAR(local->timeUs, whole->timeUs, 1e-9 * whole->timeUs);
     EXPECT_EQ(local->result.flows, whole->result.flows);
     for (size_t k = 0; k < whole->result.resourceBytes.size(); ++k)
