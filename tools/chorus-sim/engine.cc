@@ -826,7 +826,6 @@ void Sim::shareRates() {
   if (++epoch_ == 0) {  // wrapped: clear the marks
     std::fill(resMark_.begin(), resMark_.end(), 0);
     std::fill(flowMark_.begin(), flowMark_.end(), 0);
-    std::fill(growMark_.begin(), growMark_.end(), 0);
     epoch_ = 1;
   }
   if (flowMark_.size() < flows_.size()) flowMark_.resize(flows_.size(), 0);
@@ -834,18 +833,16 @@ void Sim::shareRates() {
   std::vector<int>& fl = scratchFlows_;
   res.clear();
   fl.clear();
-  // A resource left without flows is kept too: its bucket's load must become 0.
-  std::vector<int>& seeds = scratchGrow_;
-  seeds.clear();
+  // The changed resources open `res` (one left without flows is kept too: its bucket's load
+  // must become 0); their flows, and the resources those cross, follow.
   for (int r : dirtyResources_) {
     if (resMark_[static_cast<size_t>(r)] == epoch_) continue;
     resMark_[static_cast<size_t>(r)] = epoch_;
     res.push_back(r);
-    seeds.push_back(r);
   }
   dirtyResources_.clear();
-  for (int r : seeds)
-    for (int id : onResource_[static_cast<size_t>(r)]) addToShare(id);
+  for (size_t k = 0, changed = res.size(); k < changed; ++k)
+    for (int id : onResource_[static_cast<size_t>(res[k])]) addToShare(id);
   // The discovery order is itself deterministic (resource lists change only through events,
   // which run in a fixed order), so the result does not depend on anything but the input.
   for (int growths = 0;; ++growths) {
