@@ -66,27 +66,87 @@ struct Timer {
   bool operator>(const Timer& o) const { return at != o.at ? at > o.at : seq > o.seq; }
 };
 
-// What the simulation keeps of a plan's step, and the step's state, in one record: starting or
-// finishing a step touches one or two cache lines rather than one per array (at millions of
-// steps those misses are most of the run time). The plans themselves are dropped once read.
-struct StepRec {
+// The pending timers, earliest first (ties: first set first). Almost every timer is due a route's
+// latency after the time it is set, and the time only moves forward, so the timers of one delay
+// come due in the order they were set: one FIFO per distinct delay (a handful: the machine's
+// route latencies) instead of one heap over all of them, whose pushes and pops were most of the
+// cost of a timer at millions of messages. Others (an await whose signal came earlier) and
+// delays past kMaxFifos go to a heap.
+class TimerQueue {
+ public:
+  void push(const Timer& t, double delay) {
+    ++size_;
+    if (delay >= 0) {
+      for (size_t k = 0; k < delays_.size(); ++k)
+        if (delays_[k] == delay) return fifos_[k].push_back(t);
+      if (delays_.size() < kMaxFifos) {
+        delays_.push_back(delay);
+        fifos_.emplace_back().push_back(t);
+        return;
+      }
+    }
+    heap_.push(t);
+  }
+  bool empty() const { return size_ == 0; }
+  // The next due; empty() must be false.
+  const Timer& top() const { return *next(); }
+  void pop() {
+    --size_;
+    const Timer* t = next();
+    if (!heap_.empty() && t == &heap_.top()) {
+      heap_.pop();
+      return;
+    }
+    for (auto& f : fifos_)
+      if (!f.empty() && &f.front() == t) return f.pop_front();
+  }
+
+ private:
+  static constexpr size_t kMaxFifos = 32;
+  const Timer* next() const {
+    const Timer* best = heap_.empty() ? nullptr : &heap_.top();
+    for (const auto& f : fifos_)
+      if (!f.empty() && (!best || *best > f.front())) best = &f.front();
+    return best;
+  }
+  size_t size_ = 0;
+  std::vector<double> delays_;
+  std::vector<std::deque<Timer>> fifos_;
+  std::priority_queue<Timer, std::vector<Timer>, std::greater<Timer>> heap_;
+};
+
+// What the simulation keeps of a plan's step, read-only: one copy per plan, which every rank
+// running that plan (RankPlan::like) reads. The plans themselves are dropped once read.
+struct StepInfo {
   uint64_t aBytes = 0;    // sched::Step::a.bytes
   uint64_t dstBytes = 0;  // sched::Step::dst.bytes
-  double readyUs = -1, arrivedUs = -1, startUs = -1, doneUs = -1;
-  int64_t cause = -1, arrivedCause = -1, partner = -1;
-  uint64_t depBegin = 0;  // its dependents: dependents_[depBegin .. depBegin + depCount)
-  int32_t peer = -1;
-  uint32_t target = 0;
-  uint32_t pending = 0;   // dependencies not done yet
+  uint32_t depBegin = 0;  // its dependents: dependents_[depBegin .. depBegin + depCount)
   uint32_t depCount = 0;
-  int32_t rank = 0;
+  uint32_t deps = 0;      // its dependencies (Plan::depCount)
+  int32_t peer = -1;      // as the plan has it: Sim::peerOf moves it for the rank running it
+  uint32_t target = 0;
   StepKind kind = StepKind::kCopy;
 };
 
-// What match() needs of a plan's peer: its message queues.
+// A step's state, one per simulated step, in one record: starting or finishing a step touches
+// one cache line of state rather than one per array (at millions of steps those misses are most
+// of the run time). Global step ids fit 31 bits (Sim::load checks). It started at
+// max(readyUs, arrivedUs); a receive's message came from its partner.
+struct StepState {
+  double readyUs = -1, arrivedUs = -1, doneUs = -1;
+  int32_t cause = -1;    // the step that set its start (critical path)
+  int32_t partner = -1;  // the matching send or receive
+  uint32_t pending = 0;  // dependencies not done yet
+  int32_t rank = 0;
+};
+static_assert(sizeof(StepState) == 40);
+
+// What match() needs of a plan's peer: its message queues (in Sim::lists_, shared by the ranks
+// running one plan).
 struct PeerRec {
   int rank = -1;
-  std::vector<uint32_t> sends, recvs;
+  const std::vector<uint32_t>* sends = nullptr;
+  const std::vector<uint32_t>* recvs = nullptr;
 };
 
 class Sim {
@@ -103,18 +163,26 @@ class Sim {
     int64_t cause;
   };
 
-  int rankOf(int64_t g) const { return steps_[static_cast<size_t>(g)].rank; }
-  const StepRec& stepOf(int64_t g, int* rank = nullptr) const {
-    if (rank) *rank = rankOf(g);
-    return steps_[static_cast<size_t>(g)];
+  StepState& state(int64_t g) { return state_[static_cast<size_t>(g)]; }
+  const StepState& state(int64_t g) const { return state_[static_cast<size_t>(g)]; }
+  int rankOf(int64_t g) const { return state(g).rank; }
+  const StepInfo& infoOf(int64_t g, int rank) const {
+    const size_t r = static_cast<size_t>(rank);
+    return infos_[infoBase_[r] + static_cast<size_t>(g - offset_[r])];
+  }
+  const StepInfo& infoOf(int64_t g) const { return infoOf(g, rankOf(g)); }
+  // The step's peer for the rank running it: the plan's, moved as RankPlan::like says.
+  int peerOf(const StepInfo& s, int rank) const {
+    const int shift = shift_[static_cast<size_t>(rank)];
+    return s.peer < 0 || shift == 0 ? s.peer : (s.peer + shift) % nranks_;
   }
   std::string where(int64_t g) const {
-    int r = 0;
-    const StepRec& s = stepOf(g, &r);
+    const int r = rankOf(g);
+    const StepInfo& s = infoOf(g, r);
     std::string w = "rank " + std::to_string(r) + " step " +
                     std::to_string(g - offset_[static_cast<size_t>(r)]) + " (" +
                     sched::stepKindName(s.kind);
-    if (s.peer >= 0) w += " peer " + std::to_string(s.peer);
+    if (s.peer >= 0) w += " peer " + std::to_string(peerOf(s, r));
     return w + ")";
   }
 
@@ -165,7 +233,8 @@ class Sim {
     return m_.hostOf(a) == m_.hostOf(b) ? shmMsgBytesPerUs_ : opt_.msgBytesPerUs;
   }
   static double weight(const Flow& f, size_t k) { return f.weights.empty() ? 1 : f.weights[k]; }
-  void addTimer(double at, TimerKind kind, int64_t step, int64_t cause);
+  // A timer due `delay` after now (negative: at `at`, which may be any time from now on).
+  void addTimer(double at, double delay, TimerKind kind, int64_t step, int64_t cause);
   void signalDone(int rank);
   void settle(Flow& f);
   void removeActive(int id);
@@ -189,10 +258,14 @@ class Sim {
   int nranks_ = 0;          // ranks of the machine
   int localResources_ = 0;  // resources of one host
 
-  std::vector<int64_t> offset_;  // first global step id of each rank, plus the total
-  std::vector<StepRec> steps_;   // every rank's steps, by global id
-  std::vector<std::vector<PeerRec>> peers_;  // per rank, until match() has paired them
+  std::vector<int64_t> offset_;   // first global step id of each rank, plus the total
+  std::vector<size_t> infoBase_;  // per rank: its step 0 in infos_ (shared by RankPlan::like)
+  std::vector<int> shift_;        // per rank: its plan's peers are moved by this, mod nranks_
+  std::vector<StepInfo> infos_;   // the steps of every plan read (not of the ranks sharing one)
+  std::vector<StepState> state_;  // every rank's steps, by global id
   std::vector<uint32_t> dependents_;  // local step ids (of the same rank)
+  std::vector<std::vector<PeerRec>> peers_;  // per rank, until match() has paired them
+  std::deque<std::vector<uint32_t>> lists_;  // the message queues peers_ points into
 
   std::vector<Flow> flows_;
   std::vector<int> freeFlows_;
@@ -202,7 +275,7 @@ class Sim {
   // linked through queueNext_ (by flow id).
   std::vector<uint8_t> connBusy_;
   std::vector<int> connHead_, connTail_, queueNext_;
-  std::priority_queue<Timer, std::vector<Timer>, std::greater<Timer>> timers_;
+  TimerQueue timers_;
   uint64_t timerSeq_ = 0;
   std::deque<Action> actions_;
 
@@ -239,44 +312,87 @@ class Sim {
   Result res_;
 };
 
-// Reads every plan from the source into steps_, peers_ and the dependents, and drops it.
+// Reads every plan from the source into infos_, peers_ and the dependents, and drops it; a rank
+// that runs an earlier rank's plan (RankPlan::like) gets that plan's steps with its peers moved.
+// Every rank gets its steps' state.
 Status Sim::load() {
   const size_t n = static_cast<size_t>(count_);
   offset_.assign(1, 0);
+  infoBase_.clear();
+  shift_.clear();
+  infos_.clear();
+  state_.clear();
+  dependents_.clear();
   peers_.assign(n, {});
+  lists_.clear();
   connBase_.assign(1, 0);
   peerRanks_.clear();
   for (size_t r = 0; r < n; ++r) {
-    CHORUS_ASSIGN_OR_RETURN(std::shared_ptr<const exec::Plan> plan,
-                            source_(static_cast<int>(r)));
-    if (!plan) return invalidArgument("simulate: no plan for rank " + std::to_string(r));
-    const auto& st = plan->schedule.steps;
-    offset_.push_back(offset_.back() + static_cast<int64_t>(st.size()));
-    if (r == 0) {  // most plans are about as long as the first: grow once, not by doubling
-      steps_.reserve(n * st.size());
-      dependents_.reserve(n * plan->dependents.size());
+    const std::string who = "simulate: rank " + std::to_string(r);
+    CHORUS_ASSIGN_OR_RETURN(RankPlan rp, source_(static_cast<int>(r)));
+    if (rp.like >= 0) {
+      if (rp.like >= static_cast<int>(r) || fold_)
+        return invalidArgument(who + " runs rank " + std::to_string(rp.like) + "'s plan" +
+                               (fold_ ? ", but plans are not shared when folded"
+                                      : ", which is not an earlier rank"));
+      const size_t l = static_cast<size_t>(rp.like);
+      const int moveBy = static_cast<int>(r - l);
+      infoBase_.push_back(infoBase_[l]);
+      shift_.push_back((shift_[l] + moveBy) % nranks_);
+      for (const PeerRec& p : peers_[l])
+        peers_[r].push_back({(p.rank + moveBy) % nranks_, p.sends, p.recvs});
+    } else {
+      if (!rp.plan) return invalidArgument(who + ": no plan");
+      const exec::Plan& plan = *rp.plan;
+      const auto& st = plan.schedule.steps;
+      if (r == 0) {  // most plans are about as long as the first: grow once, not by doubling
+        infos_.reserve(n * st.size());
+        dependents_.reserve(n * plan.dependents.size());
+      }
+      infoBase_.push_back(infos_.size());
+      shift_.push_back(0);
+      for (size_t i = 0; i < st.size(); ++i) {
+        const sched::Step& x = st[i];
+        StepInfo info;
+        info.aBytes = x.a.bytes;
+        info.dstBytes = x.dst.bytes;
+        const uint64_t depBegin = dependents_.size() + plan.depStart[i] - plan.depStart[0];
+        if (depBegin + plan.depStart[i + 1] - plan.depStart[i] > UINT32_MAX)
+          return invalidArgument(who + ": more than 2^32 dependencies in the plans");
+        info.depBegin = static_cast<uint32_t>(depBegin);
+        info.depCount = plan.depStart[i + 1] - plan.depStart[i];
+        info.deps = plan.depCount[i];
+        info.peer = x.peer;
+        info.target = x.target;
+        info.kind = x.kind;
+        infos_.push_back(info);
+      }
+      for (const exec::Plan::Peer& p : plan.peers) {
+        const std::vector<uint32_t>& sends = lists_.emplace_back(p.sends);
+        const std::vector<uint32_t>& recvs = lists_.emplace_back(p.recvs);
+        peers_[r].push_back({p.rank, &sends, &recvs});
+      }
+      dependents_.insert(dependents_.end(), plan.dependents.begin() + plan.depStart[0],
+                         plan.dependents.begin() + plan.depStart[st.size()]);
     }
-    for (size_t i = 0; i < st.size(); ++i) {
-      const sched::Step& x = st[i];
-      StepRec rec;
-      rec.aBytes = x.a.bytes;
-      rec.dstBytes = x.dst.bytes;
-      rec.depBegin = dependents_.size() + plan->depStart[i] - plan->depStart[0];
-      rec.peer = x.peer;
-      rec.target = x.target;
-      rec.pending = plan->depCount[i];
-      rec.depCount = plan->depStart[i + 1] - plan->depStart[i];
-      rec.rank = static_cast<int32_t>(r);
-      rec.kind = x.kind;
-      steps_.push_back(rec);
+    const size_t steps = rp.like < 0
+                             ? infos_.size() - infoBase_[r]
+                             : static_cast<size_t>(offset_[static_cast<size_t>(rp.like) + 1] -
+                                                   offset_[static_cast<size_t>(rp.like)]);
+    offset_.push_back(offset_.back() + static_cast<int64_t>(steps));
+    if (offset_.back() > INT32_MAX)
+      return invalidArgument(who + ": more than 2^31 - 1 steps in all");
+    if (r == 0) state_.reserve(n * steps);
+    for (size_t i = 0; i < steps; ++i) {
+      StepState st;
+      st.pending = infos_[infoBase_[r] + i].deps;
+      st.rank = static_cast<int32_t>(r);
+      state_.push_back(st);
     }
-    for (const exec::Plan::Peer& p : plan->peers) peers_[r].push_back({p.rank, p.sends, p.recvs});
     const size_t from = peerRanks_.size();
-    for (const exec::Plan::Peer& p : plan->peers) peerRanks_.push_back(p.rank);
+    for (const PeerRec& p : peers_[r]) peerRanks_.push_back(p.rank);
     std::sort(peerRanks_.begin() + static_cast<std::ptrdiff_t>(from), peerRanks_.end());
     connBase_.push_back(static_cast<uint32_t>(peerRanks_.size()));
-    dependents_.insert(dependents_.end(), plan->dependents.begin() + plan->depStart[0],
-                       plan->dependents.begin() + plan->depStart[st.size()]);
   }
   return Status();
 }
@@ -301,35 +417,35 @@ Status Sim::match() {
       auto it = slotOf[q].find(from);
       const std::string pair = "rank " + std::to_string(r) + " -> rank " + std::to_string(p.rank);
       if (it == slotOf[q].end()) {
-        if (p.sends.empty()) continue;
+        if (p.sends->empty()) continue;
         return invalidArgument(pair + ": rank " + std::to_string(p.rank) +
                                " has no steps with rank " + std::to_string(r));
       }
       const PeerRec& back = peers_[q][static_cast<size_t>(it->second)];
-      if (p.sends.size() != back.recvs.size())
-        return invalidArgument(pair + ": " + std::to_string(p.sends.size()) +
-                               " messages sent, " + std::to_string(back.recvs.size()) +
+      if (p.sends->size() != back.recvs->size())
+        return invalidArgument(pair + ": " + std::to_string(p.sends->size()) +
+                               " messages sent, " + std::to_string(back.recvs->size()) +
                                " received");
-      for (size_t k = 0; k < p.sends.size(); ++k) {
-        const int64_t s = offset_[r] + p.sends[k];
-        const int64_t d = offset_[q] + back.recvs[k];
-        const StepRec& ss = stepOf(s);
-        const StepRec& ds = stepOf(d);
+      for (size_t k = 0; k < p.sends->size(); ++k) {
+        const int64_t s = offset_[r] + (*p.sends)[k];
+        const int64_t d = offset_[q] + (*back.recvs)[k];
+        const StepInfo& ss = infoOf(s, static_cast<int>(r));
+        const StepInfo& ds = infoOf(d, static_cast<int>(q));
         const bool zeroS = ss.kind == StepKind::kNotify, zeroD = ds.kind == StepKind::kWait;
         if (zeroS != zeroD || (!zeroS && ss.aBytes != ds.dstBytes))
           return invalidArgument(pair + ": message " + std::to_string(k) + " is " + where(s) +
                                  " but " + where(d) + " (" + std::to_string(ss.aBytes) +
                                  " vs " + std::to_string(ds.dstBytes) + " bytes)");
-        steps_[static_cast<size_t>(s)].partner = d;
-        steps_[static_cast<size_t>(d)].partner = s;
+        state(s).partner = static_cast<int32_t>(d);
+        state(d).partner = static_cast<int32_t>(s);
       }
     }
   }
   return Status();
 }
 
-void Sim::addTimer(double at, TimerKind kind, int64_t step, int64_t cause) {
-  timers_.push({at, timerSeq_++, kind, step, cause});
+void Sim::addTimer(double at, double delay, TimerKind kind, int64_t step, int64_t cause) {
+  timers_.push({delay >= 0 ? now_ + delay : at, timerSeq_++, kind, step, cause}, delay);
 }
 
 void Sim::startFlow(Flow f) {
@@ -426,13 +542,12 @@ void Sim::bandwidthDone(int id) {
   switch (f.kind) {
     case FlowKind::kMessage: {
       actions_.push_back({true, f.step, -1});
-      addTimer(now_ + f.latencyUs, TimerKind::kDeliver, steps_[static_cast<size_t>(f.step)].partner,
-               f.step);
+      addTimer(0, f.latencyUs, TimerKind::kDeliver, state(f.step).partner, f.step);
       nextOnConn(f.conn);
       break;
     }
     case FlowKind::kGet:
-      addTimer(now_ + f.latencyUs, TimerKind::kReadArrived, f.step, -1);
+      addTimer(0, f.latencyUs, TimerKind::kReadArrived, f.step, -1);
       break;
     case FlowKind::kMemory: actions_.push_back({true, f.step, -1}); break;
     case FlowKind::kCpuSend: nextOnConn(f.conn); sendFlow(f.step); break;
@@ -466,12 +581,11 @@ void Sim::cpuFlow(FlowKind kind, int64_t step, int rank, double us) {
 void Sim::releaseRank(int rank) {
   const size_t r = static_cast<size_t>(rank);
   for (int64_t g = offset_[r]; g < offset_[r + 1]; ++g)
-    if (steps_[static_cast<size_t>(g)].pending == 0) actions_.push_back({false, g, -1});
+    if (state(g).pending == 0) actions_.push_back({false, g, -1});
 }
 
 void Sim::memoryFlow(int64_t g, double bytes) {
-  int r = 0;
-  stepOf(g, &r);
+  const int r = rankOf(g);
   Flow f;
   f.kind = FlowKind::kMemory;
   f.step = g;
@@ -481,18 +595,17 @@ void Sim::memoryFlow(int64_t g, double bytes) {
 }
 
 void Sim::receive(int64_t g) {
-  const size_t i = static_cast<size_t>(g);
-  if (steps_[i].arrivedUs >= steps_[i].readyUs) steps_[i].cause = steps_[i].arrivedCause;
-  steps_[i].startUs = now_;
-  const int r = rankOf(g);
-  if (const double us = msgUs(r, steps_[i].peer); us > 0)
+  StepState& st = state(g);
+  if (st.arrivedUs >= st.readyUs) st.cause = st.partner;  // the message came last
+  const int r = st.rank;
+  if (const double us = msgUs(r, peerOf(infoOf(g, r), r)); us > 0)
     cpuFlow(FlowKind::kCpuRecv, g, r, us);
   else
     received(g);
 }
 
 void Sim::received(int64_t g) {
-  const StepRec& s = stepOf(g);
+  const StepInfo& s = infoOf(g);
   if (s.kind == StepKind::kRecvReduce)
     memoryFlow(g, opt_.reduceTraffic * static_cast<double>(s.dstBytes));
   else
@@ -500,9 +613,10 @@ void Sim::received(int64_t g) {
 }
 
 void Sim::sendFlow(int64_t g) {
-  int r = 0;
-  const StepRec& s = stepOf(g, &r);
-  Route route = routeOf(r, s.peer);
+  const int r = rankOf(g);
+  const StepInfo& s = infoOf(g, r);
+  const int peer = peerOf(s, r);
+  Route route = routeOf(r, peer);
   Flow f;
   f.kind = FlowKind::kMessage;
   f.step = g;
@@ -510,29 +624,30 @@ void Sim::sendFlow(int64_t g) {
   f.cap = route.cap;
   f.latencyUs = route.latencyUs;
   f.resources = std::move(route.resources);
-  if (const double rate = msgBytesPerUs(r, s.peer); rate > 0 && f.remaining > 0) {
+  if (const double rate = msgBytesPerUs(r, peer); rate > 0 && f.remaining > 0) {
     // The copies through both ends' socket stacks, while the bytes flow.
     f.weights.assign(f.resources.size(), 1);
-    for (int end : {r, s.peer})
+    for (int end : {r, peer})
       for (int c : cpusOf(end)) {
         f.resources.push_back(c);
         f.weights.push_back(1 / rate);
       }
   }
-  f.conn = connOf(r, s.peer);
+  f.conn = connOf(r, peer);
   startFlow(std::move(f));
 }
 
 void Sim::start(int64_t g, int64_t cause) {
-  const size_t i = static_cast<size_t>(g);
-  int r = 0;
-  const StepRec& s = stepOf(g, &r);
-  steps_[i].readyUs = steps_[i].startUs = now_;
-  steps_[i].cause = cause;
+  StepState& st = state(g);
+  const int r = st.rank;
+  const StepInfo& s = infoOf(g, r);
+  const int peer = peerOf(s, r);
+  st.readyUs = now_;
+  st.cause = static_cast<int32_t>(cause);
   switch (s.kind) {
     case StepKind::kSend:
     case StepKind::kNotify:
-      if (const double us = msgUs(r, s.peer); us > 0)
+      if (const double us = msgUs(r, peer); us > 0)
         cpuFlow(FlowKind::kCpuSend, g, r, us);
       else
         sendFlow(g);
@@ -540,11 +655,11 @@ void Sim::start(int64_t g, int64_t cause) {
     case StepKind::kRecv:
     case StepKind::kRecvReduce:
     case StepKind::kWait:
-      if (steps_[i].arrivedUs >= 0) receive(g);
+      if (st.arrivedUs >= 0) receive(g);
       break;
     case StepKind::kGet:
     case StepKind::kGetReduce: {
-      Route route = routeOf(s.peer, r);
+      Route route = routeOf(peer, r);
       Flow f;
       f.kind = FlowKind::kGet;
       f.step = g;
@@ -572,14 +687,14 @@ void Sim::start(int64_t g, int64_t cause) {
       signalDone(r);
       break;
     case StepKind::kAwait: {
-      const auto& sig = signals_[static_cast<size_t>(s.peer)];
+      const auto& sig = signals_[static_cast<size_t>(peer)];
       if (sig.size() >= s.target) {
         const int64_t by = sig[s.target - 1];
-        const double at = steps_[static_cast<size_t>(by)].doneUs + m_.route(s.peer, r).latencyUs;
-        if (at > now_) steps_[i].cause = by;
-        addTimer(std::max(at, now_), TimerKind::kAwaitDone, g, at > now_ ? by : cause);
+        const double at = state(by).doneUs + m_.route(peer, r).latencyUs;
+        if (at > now_) st.cause = static_cast<int32_t>(by);
+        addTimer(std::max(at, now_), -1, TimerKind::kAwaitDone, g, at > now_ ? by : cause);
       } else {
-        waiters_[static_cast<size_t>(s.peer)].push_back(g);
+        waiters_[static_cast<size_t>(peer)].push_back(g);
       }
       break;
     }
@@ -590,11 +705,11 @@ void Sim::signalDone(int rank) {
   auto& w = waiters_[static_cast<size_t>(rank)];
   const auto& sig = signals_[static_cast<size_t>(rank)];
   for (size_t k = 0; k < w.size();) {
-    int r = 0;
-    const StepRec& s = stepOf(w[k], &r);
+    const int r = rankOf(w[k]);
+    const StepInfo& s = infoOf(w[k], r);
     if (sig.size() >= s.target) {
       const int64_t by = sig[s.target - 1];
-      addTimer(now_ + m_.route(rank, r).latencyUs, TimerKind::kAwaitDone, w[k], by);
+      addTimer(0, m_.route(rank, r).latencyUs, TimerKind::kAwaitDone, w[k], by);
       w[k] = w.back();
       w.pop_back();
     } else {
@@ -604,14 +719,15 @@ void Sim::signalDone(int rank) {
 }
 
 void Sim::finish(int64_t g, int64_t cause) {
-  const size_t i = static_cast<size_t>(g);
-  if (cause >= 0) steps_[i].cause = cause;
-  steps_[i].doneUs = now_;
-  const int64_t base = offset_[static_cast<size_t>(rankOf(g))];
-  const StepRec& done = steps_[i];
-  for (uint64_t k = done.depBegin; k < done.depBegin + done.depCount; ++k) {
+  StepState& st = state(g);
+  if (cause >= 0) st.cause = static_cast<int32_t>(cause);
+  st.doneUs = now_;
+  const int r = st.rank;
+  const int64_t base = offset_[static_cast<size_t>(r)];
+  const StepInfo& done = infoOf(g, r);
+  for (uint32_t k = done.depBegin; k < done.depBegin + done.depCount; ++k) {
     const int64_t d = base + dependents_[k];
-    if (--steps_[static_cast<size_t>(d)].pending == 0) actions_.push_back({false, d, g});
+    if (--state(d).pending == 0) actions_.push_back({false, d, g});
   }
 }
 
@@ -951,6 +1067,7 @@ StatusOr<Result> Sim::run() {
   bucketVersion_.assign(nres, 0);
   CHORUS_RETURN_IF_ERROR(match());
   peers_ = {};
+  lists_ = {};
   for (size_t r = 0; r < n; ++r)
     if (opt_.callUs > 0)
       cpuFlow(FlowKind::kCall, static_cast<int64_t>(r), static_cast<int>(r), opt_.callUs);
@@ -1012,17 +1129,15 @@ StatusOr<Result> Sim::run() {
     while (!timers_.empty() && timers_.top().at <= now_) {
       const Timer tm = timers_.top();
       timers_.pop();
-      const size_t i = static_cast<size_t>(tm.step);
       switch (tm.kind) {
-        case TimerKind::kDeliver:
-          steps_[i].arrivedUs = now_;
-          steps_[i].arrivedCause = tm.cause;
-          if (steps_[i].readyUs >= 0) receive(tm.step);
+        case TimerKind::kDeliver:  // from its partner, tm.cause
+          state(tm.step).arrivedUs = now_;
+          if (state(tm.step).readyUs >= 0) receive(tm.step);
           break;
         case TimerKind::kReadArrived:
-          if (stepOf(tm.step).kind == StepKind::kGetReduce)
+          if (infoOf(tm.step).kind == StepKind::kGetReduce)
             memoryFlow(tm.step,
-                       opt_.reduceTraffic * static_cast<double>(stepOf(tm.step).dstBytes));
+                       opt_.reduceTraffic * static_cast<double>(infoOf(tm.step).dstBytes));
           else
             actions_.push_back({true, tm.step, -2});
           break;
@@ -1037,7 +1152,7 @@ StatusOr<Result> Sim::run() {
   res_.rankDoneUs.assign(static_cast<size_t>(nranks_), 0);
   for (size_t r = 0; r < n; ++r) {
     for (int64_t g = offset_[r]; g < offset_[r + 1]; ++g) {
-      const double d = steps_[static_cast<size_t>(g)].doneUs;
+      const double d = state(g).doneUs;
       if (d < 0) {
         if (stuckRanks++ < 4) stuck += (stuck.empty() ? "" : "; ") + where(g);
         break;
@@ -1060,23 +1175,23 @@ StatusOr<Result> Sim::run() {
   res_.timeUs = 0;
   int64_t last = -1;
   for (size_t g = 0; g < total; ++g)
-    if (last < 0 || steps_[g].doneUs > res_.timeUs) {
-      res_.timeUs = steps_[g].doneUs;
+    if (last < 0 || state_[g].doneUs > res_.timeUs) {
+      res_.timeUs = state_[g].doneUs;
       last = static_cast<int64_t>(g);
     }
-  for (int64_t g = last; g >= 0; g = steps_[static_cast<size_t>(g)].cause) {
-    int r = 0;
-    const StepRec& s = stepOf(g, &r);
+  for (int64_t g = last; g >= 0; g = state(g).cause) {
+    const int r = rankOf(g);
+    const StepInfo& s = infoOf(g, r);
     PathStep ps;
     ps.rank = r;
     ps.step = static_cast<uint32_t>(g - offset_[static_cast<size_t>(r)]);
     ps.kind = s.kind;
-    ps.peer = s.peer;
+    ps.peer = peerOf(s, r);
     ps.bytes = isSendLike(s.kind) || s.kind == StepKind::kGet || s.kind == StepKind::kGetReduce
                    ? s.aBytes
                    : s.dstBytes;
-    ps.startUs = steps_[static_cast<size_t>(g)].startUs;
-    ps.endUs = steps_[static_cast<size_t>(g)].doneUs;
+    ps.startUs = std::max(state(g).readyUs, state(g).arrivedUs);
+    ps.endUs = state(g).doneUs;
     res_.criticalPath.push_back(ps);
     if (res_.criticalPath.size() > total) break;  // a cycle would be a bug; do not hang
   }
@@ -1118,10 +1233,11 @@ StatusOr<Result> simulate(const Machine& machine, int count, const PlanSource& s
 
 StatusOr<Result> simulate(const Machine& machine, std::span<const exec::Plan* const> plans,
                           const EngineOptions& options) {
-  const PlanSource source = [&](int r) -> StatusOr<std::shared_ptr<const exec::Plan>> {
+  const PlanSource source = [&](int r) -> StatusOr<RankPlan> {
     // Not owned: the caller keeps the plans alive for the call.
-    return std::shared_ptr<const exec::Plan>(std::shared_ptr<const exec::Plan>(),
-                                             plans[static_cast<size_t>(r)]);
+    return RankPlan{std::shared_ptr<const exec::Plan>(std::shared_ptr<const exec::Plan>(),
+                                                      plans[static_cast<size_t>(r)]),
+                    -1};
   };
   return simulate(machine, static_cast<int>(plans.size()), source, options);
 }

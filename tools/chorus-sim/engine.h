@@ -155,10 +155,21 @@ struct Result {
 StatusOr<Result> simulate(const Machine& machine, std::span<const exec::Plan* const> plans,
                           const EngineOptions& options = {});
 
+/// What the engine reads for one rank: its plan, or (`like` >= 0, an earlier rank; not folded)
+/// that rank's plan again with every peer p moved to p + (rank - like) mod n. Ranks whose plans
+/// are the same up to such a shift (the chains below a tree's host leaders, on every host) then
+/// share one copy of the steps, and only each step's state is per rank (40 bytes). The caller
+/// must know the plans are so (scenario.h checks, on a sample); the engine cannot tell.
+struct RankPlan {
+  std::shared_ptr<const exec::Plan> plan;
+  int like = -1;
+};
+
 /// The same with the plans asked for one at a time, rank 0 first: the engine keeps what it
-/// replays of each (about 100 bytes per step with its own state, against about 250 for a plan)
-/// and drops the plan before asking for the next, so an every-rank run never holds them all.
-using PlanSource = std::function<StatusOr<std::shared_ptr<const exec::Plan>>(int rank)>;
+/// replays of each (about 50 bytes per step of its own and 40 of state, against about 250 for a
+/// plan) and drops the plan before asking for the next, so an every-rank run never holds them
+/// all.
+using PlanSource = std::function<StatusOr<RankPlan>(int rank)>;
 StatusOr<Result> simulate(const Machine& machine, int count, const PlanSource& source,
                           const EngineOptions& options = {});
 

@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
   double msgUs = 0, msgGBps = 0, callUs = 0, shmMsgUs = -1, shmMsgGBps = -1;
   std::string burstStart = "empty";
   int cores = 0, machineCores = 0;
-  bool oneSided = false, showConstants = false, quiet = false, noFold = false;
+  bool oneSided = false, showConstants = false, quiet = false, noFold = false, noShare = false;
   uint64_t maxSteps = sim::Case{}.maxSteps;
 
   CLI::App app{"chorus-sim: chorus's registered schedules replayed by a discrete-event "
@@ -218,6 +218,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 1 << 20));
   app.add_flag("--no-fold", noFold,
                "simulate every rank even where the plans are the same up to a host shift");
+  app.add_flag("--no-share", noShare,
+               "every rank simulated: build every rank's plan, even where a local rank's plans "
+               "are the same on every host up to the host shift (same results, more time)");
   app.add_option("--max-steps", maxSteps,
                  "refuse every-rank simulations estimated above this many steps (default 64M)");
   app.add_option("--dump-rank", dumpRank,
@@ -372,6 +375,7 @@ int main(int argc, char** argv) {
       c.root = root;
       c.oneSided = oneSided;
       c.fold = !noFold;
+      c.share = !noShare;
       c.maxSteps = maxSteps;
       c.dumpRank = size == sizes.back() ? dumpRank : -1;
       if (quantBits > 0) c.quant = chorus::kernels::QuantConfig{.bits = quantBits,

@@ -173,37 +173,55 @@ StatusOr<Outcome> runCase(const Machine& machine, const Case& c, const EngineOpt
       sample.push_back(h);
   // Each sampled plan is compared with host 0's as soon as it is built and then dropped (at
   // 16,384 ranks a plan can hold a million steps: all 32 at once were most of a run's memory),
-  // and the sampling stops once neither mapping can hold.
+  // and the sampling stops once neither mapping can hold for the whole host nor, with
+  // Case::share, for any local rank on its own.
   auto pow2 = [](int v) { return (v & (v - 1)) == 0; };
-  if (note.empty()) {
-    bool shiftHolds = true, xorHolds = pow2(H) && pow2(K);
+  // Per local rank: its plan was host 0's moved by whole hosts on every sampled host.
+  std::vector<char> shifts(static_cast<size_t>(K), H > 1 && c.share);
+  const bool sampleFold = note.empty();
+  if (sampleFold || c.share) {
+    bool shiftHolds = sampleFold, xorHolds = sampleFold && pow2(H) && pow2(K);
     std::string shifted;  // the first rank whose plan is not host 0's shifted
-    for (size_t i = 0; i < sample.size() * static_cast<size_t>(K) && (shiftHolds || xorHolds);
+    auto anyShares = [&] { return std::find(shifts.begin(), shifts.end(), 1) != shifts.end(); };
+    for (size_t i = 0;
+         i < sample.size() * static_cast<size_t>(K) && (shiftHolds || xorHolds || anyShares());
          ++i) {
       const int h = sample[i / static_cast<size_t>(K)], l = static_cast<int>(i) % K;
+      if (!shiftHolds && !xorHolds && !shifts[static_cast<size_t>(l)]) continue;
       CHORUS_ASSIGN_OR_RETURN(auto plan, build(h * K + l));
       const exec::Plan& host0 = *owned[static_cast<size_t>(l)];
-      if (shiftHolds && !sameUpTo(Fold::kShift, host0, *plan, h * K, n)) {
+      if (!sameUpTo(Fold::kShift, host0, *plan, h * K, n)) {
+        if (shiftHolds)
+          shifted = "rank " + std::to_string(h * K + l) + "'s plan is not rank " +
+                    std::to_string(l) + "'s moved by " + std::to_string(h) + " host(s)";
         shiftHolds = false;
-        shifted = "rank " + std::to_string(h * K + l) + "'s plan is not rank " +
-                  std::to_string(l) + "'s moved by " + std::to_string(h) + " host(s)";
+        shifts[static_cast<size_t>(l)] = 0;
       }
       if (xorHolds && !sameUpTo(Fold::kXor, host0, *plan, h * K, n)) xorHolds = false;
     }
     if (shiftHolds) out.fold = Fold::kShift;
     else if (xorHolds) out.fold = Fold::kXor;
-    else note = shifted + (pow2(H) && pow2(K) ? ", shifted or XORed" : "");
+    else if (sampleFold) note = shifted + (pow2(H) && pow2(K) ? ", shifted or XORed" : "");
   }
   out.folded = out.fold != Fold::kNone;
+  if (!out.folded)
+    for (int l = 0; l < K; ++l)
+      if (shifts[static_cast<size_t>(l)]) out.sharedRanks += H - 1;
+  std::string hosts;  // the sampled ones
+  for (int h : sample) hosts += (hosts.empty() ? "" : ", ") + std::to_string(h);
   if (out.folded) {
-    std::string hosts;
-    for (int h : sample) hosts += (hosts.empty() ? "" : ", ") + std::to_string(h);
     out.foldNote = std::string("folded by host (") + foldName(out.fold) + "): " +
                    std::to_string(K) + " of " + std::to_string(n) +
                    " ranks simulated (plans checked on hosts " + hosts + ")";
   } else {
     out.foldNote = "every rank simulated: " + note;
-    const uint64_t estimate = owned.front()->schedule.steps.size() * static_cast<uint64_t>(n);
+    if (out.sharedRanks > 0)
+      out.foldNote += " (" + std::to_string(out.sharedRanks) + " of them run host 0's plan of "
+                      "their local rank moved by whole hosts, checked on hosts " + hosts + ")";
+    // A rank running a shared plan holds its steps' state only: it counts half.
+    const uint64_t perRank = owned.front()->schedule.steps.size();
+    const uint64_t estimate = perRank * static_cast<uint64_t>(n - out.sharedRanks) +
+                              perRank * static_cast<uint64_t>(out.sharedRanks) / 2;
     if (estimate > c.maxSteps)
       return invalidArgument(out.algo + " on " + std::to_string(n) +
                              " ranks needs every rank simulated (" + note + "), about " +
@@ -213,16 +231,21 @@ StatusOr<Outcome> runCase(const Machine& machine, const Case& c, const EngineOpt
   // Host 0's plans are held; every other host's (every-rank runs) are built when the engine
   // asks for them and dropped once it has read them. The engine may ask for them all again
   // (BucketStart::kSteady runs a call twice), always rank 0 first.
-  const PlanSource source = [&](int r) -> StatusOr<std::shared_ptr<const exec::Plan>> {
-    std::shared_ptr<const exec::Plan> plan;
+  // A rank whose local rank's plans were host 0's moved by whole hosts on every sampled host
+  // runs host 0's (RankPlan::like, engine.h): its plan is not built.
+  const PlanSource source = [&](int r) -> StatusOr<RankPlan> {
+    RankPlan rp;
+    const size_t l = static_cast<size_t>(r % K);
     if (r < K) {
-      plan = owned[static_cast<size_t>(r)];
+      rp.plan = owned[l];
+    } else if (!out.folded && shifts[l]) {
+      rp.like = static_cast<int>(l);
     } else {
-      CHORUS_ASSIGN_OR_RETURN(plan, build(r));
+      CHORUS_ASSIGN_OR_RETURN(rp.plan, build(r));
     }
     if (r == 0) out.steps = 0;
-    out.steps += plan->schedule.steps.size();
-    return plan;
+    out.steps += (rp.plan ? rp.plan : owned[l])->schedule.steps.size();
+    return rp;
   };
   out.simulatedRanks = out.folded ? K : n;
   EngineOptions eo = options;

@@ -27,6 +27,14 @@
 // A builder that treats an unsampled host differently from the sampled ones would be folded
 // wrongly; the registered builders' schedules are functions of (rank - root) mod n and hostOf,
 // which the sample exercises, but that is an argument, not a proof.
+//
+// Shared plans (every rank simulated, Case::share). The same sample, per local rank: where local
+// rank l's plans on every sampled host were host 0's moved by whole hosts — the chains below the
+// tree's host leaders, the middle ranks of a chain broadcast, every rank of a ring whose hosts
+// share a pool of cores — hosts 1..H-1's rank l are not built: each runs host 0's plan with its
+// peers moved (RankPlan, engine.h), simulated on its own resources like any other rank. The
+// results are those of every plan built (the plans are the same); the cost is each step's state
+// (40 bytes) instead of a plan built, read and kept per rank. Same argument as the fold.
 #pragma once
 
 #include <cstdint>
@@ -50,9 +58,13 @@ struct Case {
   int root = 0;
   bool oneSided = false;  ///< every pair may read the other's memory (CUDA IPC, CMA, RDMA)
   bool fold = true;       ///< fold by host where the plans allow it (see above)
-  /// Refuse an every-rank simulation estimated (rank 0's steps x ranks) above this many steps
-  /// rather than run out of memory (peak RSS of every-rank trees at 16,384 ranks: 113-120 bytes
-  /// per step, 8.4 to 67 million steps; 64M is about 7.7 GB).
+  /// Not folded: ranks whose plans are host 0's of the same local rank moved by whole hosts,
+  /// on the sampled hosts, run host 0's plan (RankPlan::like: not built, steps shared).
+  bool share = true;
+  /// Refuse an every-rank simulation estimated (rank 0's steps x ranks, those running a shared
+  /// plan counted half) above this many steps rather than run out of memory (peak RSS of
+  /// every-rank trees at 16,384 ranks with no plan shared: 113-120 bytes per step before the
+  /// steps' state was split from their plans, so 64M is at most about 7.7 GB).
   uint64_t maxSteps = 64'000'000;
   int dumpRank = -1;  ///< >= 0: Outcome::plan lists this rank's plan, step by step
   /// Quantized collectives (quant_*: qgZ, qwZ): the config of the call. A quantized algorithm
@@ -74,6 +86,7 @@ struct Outcome {
   int simulatedRanks = 0;
   bool folded = false;
   Fold fold = Fold::kNone;
+  int sharedRanks = 0;   ///< not folded: ranks running host 0's plan of their local rank
   std::string foldNote;  ///< why it folded or did not
   std::string plan;      ///< Case::dumpRank's plan: "step kind peer bytes <- deps" lines
   Result result;

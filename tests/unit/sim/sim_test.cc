@@ -507,6 +507,109 @@ TEST(SimFold, HugeEveryRankRunsAreRefused) {
       << o.status().message();
 }
 
+// Every rank simulated, ranks whose plans are host 0's moved by whole hosts (the chains below
+// the tree's host leaders, a chain broadcast's middle ranks, every rank of a ring run without
+// folding) run host 0's plan instead of their own (Case::share): the results
+// are the same to the bit, and the note counts them.
+TEST(SimFold, SharedPlansEqualOwnPlans) {
+  StatusOr<Machine> dgx = dgxLike(4, 4);
+  ASSERT_TRUE(dgx.ok()) << dgx.status().message();
+  const Machine flat43 = flat(4, 3, 5, 0.5, 7, 3);
+  FlatSpec spec;  // flat hosts sharing the machine's 2 cores: no folding
+  spec.hosts = 3;
+  spec.ranksPerHost = 2;
+  spec.nicGBps = 0.5;
+  spec.cpu = true;
+  spec.machineCores = 2;
+  StatusOr<Machine> pool = Machine::flat(spec);
+  ASSERT_TRUE(pool.ok()) << pool.status().message();
+  EngineOptions cpu;
+  cpu.msgUs = 3;
+  cpu.msgBytesPerUs = 700;
+  struct Run {
+    const Machine* m;
+    Coll coll;
+    const char* algo;
+    bool fold;
+    int shared;  // ranks running host 0's plan
+    EngineOptions eo;
+  };
+  const Run runs[] = {
+      {&*dgx, Coll::kAllReduce, "tree", true, 3 * 3, {}},     // local ranks 1-3 of hosts 1-3
+      {&flat43, Coll::kAllReduce, "tree", true, 3 * 2, {}},  // local ranks 1-2
+      {&flat43, Coll::kBroadcast, "chain", true, 3, {}},  // local rank 1: neither the root's
+                                                           // local rank nor the last rank's
+      {&flat43, Coll::kAllReduce, "ring", false, 3 * 3, {}},  // folding off
+      {&*pool, Coll::kAllReduce, "ring", true, 2 * 2, cpu},
+  };
+  for (const Run& r : runs) {
+    Case c;
+    c.coll = r.coll;
+    c.sizeBytes = 3 * 5 * 4 * 4096;
+    c.algo = r.algo;
+    c.chunkBytes = 64 << 10;
+    c.fold = r.fold;
+    const Machine& m = *r.m;
+    StatusOr<Outcome> shared = runCase(m, c, r.eo);
+    c.share = false;
+    StatusOr<Outcome> own = runCase(m, c, r.eo);
+    ASSERT_TRUE(shared.ok() && own.ok());
+    SCOPED_TRACE(shared->algo + ": " + shared->foldNote);
+    EXPECT_FALSE(shared->folded);
+    EXPECT_EQ(shared->sharedRanks, r.shared);
+    EXPECT_EQ(own->sharedRanks, 0);
+    EXPECT_NE(shared->foldNote.find(std::to_string(r.shared) + " of them run host 0's plan"),
+              std::string::npos);
+    EXPECT_EQ(shared->steps, own->steps);
+    EXPECT_EQ(shared->timeUs, own->timeUs);
+    EXPECT_EQ(shared->result.rankDoneUs, own->result.rankDoneUs);
+    EXPECT_EQ(shared->result.resourceBytes, own->result.resourceBytes);
+    EXPECT_EQ(shared->result.resourceBusyUs, own->result.resourceBusyUs);
+    EXPECT_EQ(shared->result.flows, own->result.flows);
+    const auto& a = shared->result.criticalPath;
+    const auto& b = own->result.criticalPath;
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t k = 0; k < a.size(); ++k) {
+      EXPECT_EQ(std::tie(a[k].rank, a[k].step, a[k].kind, a[k].peer, a[k].bytes),
+                std::tie(b[k].rank, b[k].step, b[k].kind, b[k].peer, b[k].bytes)) << k;
+      EXPECT_EQ(a[k].startUs, b[k].startUs) << k;
+      EXPECT_EQ(a[k].endUs, b[k].endUs) << k;
+    }
+  }
+}
+
+// The engine takes a shared plan only from an earlier rank, and never when folded.
+TEST(SimFold, SharedPlansAreChecked) {
+  Plans p(2);
+  p[0].send(1, in(1024));
+  p[1].recv(0, out(1024));
+  const auto plans = p.prepare();
+  auto source = [&](int like) {
+    return [&plans, like](int r) -> StatusOr<RankPlan> {
+      if (r == 1 && like >= 0) return RankPlan{nullptr, like};
+      return RankPlan{std::shared_ptr<const exec::Plan>(std::shared_ptr<const exec::Plan>(),
+                                                        plans[static_cast<size_t>(r)]),
+                      -1};
+    };
+  };
+  StatusOr<Result> self = simulate(flat(2, 1), 2, source(1));
+  ASSERT_FALSE(self.ok());
+  EXPECT_NE(self.status().message().find("rank 1 runs rank 1's plan, which is not an earlier "
+                                         "rank"),
+            std::string::npos)
+      << self.status().message();
+  EngineOptions folded;  // two hosts of two ranks: host 0's two plans
+  folded.fold = Fold::kShift;
+  StatusOr<Result> f = simulate(flat(2, 2), 2, source(0), folded);
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("rank 1 runs rank 0's plan, but plans are not shared when "
+                                      "folded"),
+            std::string::npos)
+      << f.status().message();
+  StatusOr<Result> ok = simulate(flat(2, 1), 2, source(-1));
+  EXPECT_TRUE(ok.ok()) << ok.status().message();
+}
+
 // ---- The CPU (EngineOptions::msgUs, msgBytesPerUs, callUs; FlatSpec::cpu, cores) ---------
 
 Machine flatCpu(int hosts, int perHost, int cores, double nicGBps = 1, double memGBps = 0) {
