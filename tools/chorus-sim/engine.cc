@@ -1,7 +1,9 @@
 #include "tools/chorus-sim/engine.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <initializer_list>
 #include <deque>
 #include <queue>
 #include <unordered_map>
@@ -19,6 +21,54 @@ bool isSendLike(StepKind k) { return k == StepKind::kSend || k == StepKind::kNot
 // callUs piece (its `step` is the rank).
 enum class FlowKind : uint8_t { kMessage, kGet, kMemory, kCpuSend, kCpuRecv, kCall };
 
+// A short list kept inside its flow, spilling to the heap past N entries. A route crosses a
+// handful of resources, and the rate computation walks every changed flow's resources and slots:
+// kept in vectors, each was an allocation per flow and a cache miss per visit.
+template <typename T, size_t N>
+class SmallList {
+ public:
+  SmallList& operator=(std::initializer_list<T> v) { return assign(v.begin(), v.size()); }
+  SmallList& operator=(const std::vector<T>& v) { return assign(v.data(), v.size()); }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  T* begin() { return data(); }
+  T* end() { return data() + size_; }
+  const T* begin() const { return data(); }
+  const T* end() const { return data() + size_; }
+  T& operator[](size_t k) { return data()[k]; }
+  const T& operator[](size_t k) const { return data()[k]; }
+  void resize(size_t n) {
+    reserve(n);
+    std::fill(data() + std::min(n, size_), data() + n, T{});
+    size_ = n;
+  }
+  void push_back(const T& v) {
+    reserve(size_ + 1);
+    data()[size_++] = v;
+  }
+
+ private:
+  T* data() { return heap_.empty() ? local_.data() : heap_.data(); }
+  const T* data() const { return heap_.empty() ? local_.data() : heap_.data(); }
+  SmallList& assign(const T* from, size_t n) {
+    size_ = 0;
+    reserve(n);
+    std::copy_n(from, n, data());
+    size_ = n;
+    return *this;
+  }
+  void reserve(size_t n) {
+    const size_t capacity = heap_.empty() ? N : heap_.size();
+    if (n <= capacity) return;
+    std::vector<T> grown(std::max(n, 2 * capacity));
+    std::copy_n(data(), size_, grown.begin());
+    heap_ = std::move(grown);
+  }
+  std::array<T, N> local_{};
+  std::vector<T> heap_;  // in use when not empty (then its size is the capacity)
+  size_t size_ = 0;
+};
+
 struct Flow {
   double remaining = 0;
   double rate = 0;
@@ -26,9 +76,9 @@ struct Flow {
   double cap = kUnlimited;
   double latencyUs = 0;
   double updatedUs = 0;  // `remaining` is as of this time
-  std::vector<int> resources;
+  SmallList<int, 8> resources;
   std::vector<double> weights;  // per entry of `resources` (empty: all 1): load per unit rate
-  std::vector<uint32_t> slots;  // per entry of `resources`: its index in that resource's list
+  SmallList<uint32_t, 8> slots;  // per entry of `resources`: its index in that resource's list
   int64_t step = -1;
   int bottleneck = -1;  // the full resource that holds `rate`; -1: its cap (or nothing)
   uint32_t conn = 0;  // kMessage: its ordered pair's id (Sim::connOf); a CPU piece: cpuConnOf
@@ -623,7 +673,7 @@ void Sim::sendFlow(int64_t g) {
   f.remaining = s.kind == StepKind::kSend ? static_cast<double>(s.aBytes) : 0;
   f.cap = route.cap;
   f.latencyUs = route.latencyUs;
-  f.resources = std::move(route.resources);
+  f.resources = route.resources;
   if (const double rate = msgBytesPerUs(r, peer); rate > 0 && f.remaining > 0) {
     // The copies through both ends' socket stacks, while the bytes flow.
     f.weights.assign(f.resources.size(), 1);
@@ -666,7 +716,7 @@ void Sim::start(int64_t g, int64_t cause) {
       f.remaining = static_cast<double>(s.aBytes);
       f.cap = route.cap;
       f.latencyUs = route.latencyUs;
-      f.resources = std::move(route.resources);
+      f.resources = route.resources;
       startFlow(std::move(f));
       break;
     }
