@@ -936,8 +936,12 @@ int run(int argc, char** argv) {
                 static_cast<unsigned long long>(late.threads),
                 samples.empty() ? 0.0 : mib(samples.back().shmemBytes));
   }
-  // Every rank has the same samples, so the same verdict: no abort needed.
-  if (!leak.empty() && rank == 0) std::fprintf(stderr, "FAIL: after warm-up:%s\n", leak.c_str());
+  // Every rank has the same samples, so the same verdict: no abort needed. Every rank prints
+  // it before it exits with it: chorus-run stops the others once one rank has failed, and rank 0
+  // alone printing lost the line whenever another rank's exit came first (seen once under
+  // ctest -j2: soak.reports_an_injected_descriptor_leak without its FAIL line).
+  std::fflush(stdout);
+  if (!leak.empty()) std::fprintf(stderr, "FAIL: after warm-up:%s\n", leak.c_str());
   if (chorusCommDestroy(comm) != chorusSuccess) {
     std::fprintf(stderr, "FAIL rank %d: chorusCommDestroy failed\n", rank);
     return 1;
