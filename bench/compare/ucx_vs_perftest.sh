@@ -5,14 +5,16 @@
 #   bench/compare/ucx_vs_perftest.sh [build-dir] [reps]          (defaults: build 5)
 #
 # Per UCX_TLS setting (TLS_LIST), medians over `reps` repetitions; every repetition runs each of
-# the four measurements once, interleaved, so slow drifts of a shared machine hit all alike:
+# the measurements below once, interleaved, so slow drifts of a shared machine hit all alike:
 #   chorus bw    chorus-perf --coll sendrecv -b 4M -e 4M, CHORUS_TRANSPORT=ucx: algbw (GB/s).
 #                Both ranks send and receive at once (a ring shift of two ranks), so on a
 #                machine whose cores the two ranks fill, each direction gets about half.
-#   chorus bw1   chorus-perf --coll pingpong -b 4M -e 4M: one direction at a time (4 MiB over
-#                half a round trip), what tag_bw measures (tag_bw also keeps several messages
-#                in flight, which at 4 MiB changes little).
-#   perftest bw  ucx_perftest -t tag_bw -s 4194304: overall bandwidth, one direction (GB/s).
+#   chorus bw1   chorus-perf --coll pingpong -b 4M -e 4M: one direction, one message at a time
+#                (4 MiB over half a round trip): the pattern of perftest pp.
+#   chorus bws   chorus-perf --coll stream -b 4M -e 4M: one direction, 64 messages posted back
+#                to back per call (time per message): the pattern of perftest bw (and osu_bw).
+#   perftest bw  ucx_perftest -t tag_bw -s 4194304: overall bandwidth, one direction, sends
+#                streamed (GB/s).
 #   perftest pp  ucx_perftest -t tag_lat -s 4194304: UCX's own 4 MiB ping-pong, as 4 MiB over
 #                its half round trip (GB/s): the same pattern as chorus bw1.
 #   chorus lat   chorus-perf --coll pingpong -b 8 -e 8: half a round trip (us).
@@ -119,6 +121,8 @@ for rep in $(seq "$reps"); do
   for tls in $tls_list; do
     chorus_run "$tls" chorus_bw sendrecv 4194304 "$bw_iters" 8
     chorus_run "$tls" chorus_bw1 pingpong 4194304 "$bw_iters" 8
+    # A stream call is 64 messages: a tenth of the iterations moves about as many bytes.
+    chorus_run "$tls" chorus_bws stream 4194304 $((bw_iters / 10 + 1)) 8
     perftest_run "$tls" perftest_bw tag_bw 4194304 "$bw_iters"
     perftest_run "$tls" perftest_pp tag_lat 4194304 "$bw_iters"
     chorus_run "$tls" chorus_lat pingpong 8 "$lat_iters" 7
@@ -132,16 +136,17 @@ import csv, statistics, sys
 rows = list(csv.reader(open(sys.argv[1])))
 def med(tls, label):
     return statistics.median(float(r[3]) for r in rows if r[0] == tls and r[1] == label)
-print("| UCX_TLS | chorus sendrecv 4 MiB GB/s (both ways) | chorus pingpong 4 MiB GB/s (one way) "
-      "| ucx_perftest tag_bw GB/s | ratio | ucx_perftest tag_lat 4 MiB GB/s | ratio "
-      "| chorus 8 B us | ucx_perftest tag_lat us | ratio |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+print("| UCX_TLS | chorus sendrecv 4 MiB GB/s (both ways) | chorus stream 4 MiB GB/s (one way) "
+      "| ucx_perftest tag_bw GB/s | ratio | chorus pingpong 4 MiB GB/s (one way) "
+      "| ucx_perftest tag_lat 4 MiB GB/s | ratio | chorus 8 B us | ucx_perftest tag_lat us "
+      "| ratio |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 for tls in sys.argv[2].split():
-    cb, cb1, pb = med(tls, "chorus_bw"), med(tls, "chorus_bw1"), med(tls, "perftest_bw")
-    pp = med(tls, "perftest_pp")
+    cb, cbs, pb = med(tls, "chorus_bw"), med(tls, "chorus_bws"), med(tls, "perftest_bw")
+    cb1, pp = med(tls, "chorus_bw1"), med(tls, "perftest_pp")
     cl, pl = med(tls, "chorus_lat"), med(tls, "perftest_lat")
-    print(f"| {tls} | {cb:.3f} | {cb1:.3f} | {pb:.3f} | {cb1 / pb:.2f} | {pp:.3f} | {cb1 / pp:.2f} "
-          f"| {cl:.2f} | {pl:.2f} | {cl / pl:.2f} |")
+    print(f"| {tls} | {cb:.3f} | {cbs:.3f} | {pb:.3f} | {cbs / pb:.2f} | {cb1:.3f} | {pp:.3f} "
+          f"| {cb1 / pp:.2f} | {cl:.2f} | {pl:.2f} | {cl / pl:.2f} |")
 tcp = med("-", "chorus_tcp_bw")
 print(f"\nchorus's own tcp transport, same chorus-perf sendrecv 4 MiB: {tcp:.3f} GB/s")
 EOF

@@ -59,6 +59,7 @@ extern const CollImpl kReduceImpl;
 extern const CollImpl kAllToAllImpl;
 extern const CollImpl kSendRecvImpl;
 extern const CollImpl kPingPongImpl;
+extern const CollImpl kStreamImpl;
 
 const CollImpl& collImpl(Coll c);
 

@@ -347,7 +347,8 @@ void Harness::runTable(chorusDataType_t type, Op op) {
       // by a previous check skews the arithmetic.
       std::memset(send_.get(), 0, g.sendCount * es);
       std::memset(recv_.get(), 0, std::max(g.sendCount, g.recvCount) * es);
-      // One-way time for pingpong (a call is a round trip), the call's time otherwise.
+      // One-way time for pingpong (a call is a round trip), per message for stream, the call's
+      // time otherwise.
       double sec = timeCalls(a) / legsPerCall(opts_.coll);
       Bandwidth bw = bandwidth(opts_.coll, bytes, sec, nranks_);
       std::optional<int64_t> wrong;
@@ -455,6 +456,7 @@ const CollImpl& collImpl(Coll c) {
     case Coll::kAllToAll: return kAllToAllImpl;
     case Coll::kSendRecv: return kSendRecvImpl;
     case Coll::kPingPong: return kPingPongImpl;
+    case Coll::kStream: return kStreamImpl;
   }
   std::abort();
 }

@@ -26,6 +26,7 @@ constexpr CollEntry kColls[] = {
     {Coll::kAllToAll, "alltoall", false, false, false, 1, 0},
     {Coll::kSendRecv, "sendrecv", false, false, false, 1, 0},
     {Coll::kPingPong, "pingpong", false, false, false, 2, 2},
+    {Coll::kStream, "stream", false, false, false, kStreamWindow, 2},
 };
 
 const CollEntry& entry(Coll c) {
@@ -244,6 +245,7 @@ CollGeometry collGeometry(Coll c, uint64_t bytes, size_t typeBytes, int nranks) 
     case Coll::kReduce:
     case Coll::kSendRecv:
     case Coll::kPingPong:
+    case Coll::kStream:
       g.count = g.sendCount = g.recvCount = static_cast<size_t>(elems);
       break;
     case Coll::kAllGather:
@@ -274,7 +276,8 @@ double busBwFactor(Coll c, int nranks) {
     case Coll::kBroadcast:
     case Coll::kReduce:
     case Coll::kSendRecv:
-    case Coll::kPingPong: return 1.0;
+    case Coll::kPingPong:
+    case Coll::kStream: return 1.0;
   }
   return 1.0;
 }

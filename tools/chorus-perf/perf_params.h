@@ -4,7 +4,7 @@
 //
 // The conventions are nccl-tests', so tables from the two tools can be compared row by row:
 //   size  = bytes in the largest buffer of one rank: count*typesize for allreduce, broadcast,
-//           reduce, sendrecv and pingpong; nranks*count*typesize for allgather (received),
+//           reduce, sendrecv, pingpong and stream; nranks*count*typesize for allgather (received),
 //           reducescatter (sent) and alltoall (sent);
 //   count = the count argument of the call (per rank for allgather/reducescatter, per peer for
 //           alltoall), rounded down so that each rank's block stays 16-byte aligned;
@@ -13,7 +13,8 @@
 //           collectives and rank counts.
 // pingpong is chorus-perf's own (nccl-tests has none): ranks 0 and 1 bounce one message, and
 // its time is one way, half the measured round trip (see legsPerCall), as MPI latency
-// benchmarks report it.
+// benchmarks report it. stream is too: rank 0 sends rank 1 a window of kStreamWindow messages
+// back to back, and its time is per message (osu_bw's and ucx_perftest tag_bw's pattern).
 #pragma once
 
 #include <cstddef>
@@ -36,10 +37,13 @@ enum class Coll {
   kAllToAll,
   kSendRecv,
   kPingPong,
+  kStream,
 };
 inline constexpr Coll kAllColls[] = {Coll::kAllReduce, Coll::kAllGather, Coll::kReduceScatter,
                                      Coll::kBroadcast, Coll::kReduce,    Coll::kAllToAll,
-                                     Coll::kSendRecv,  Coll::kPingPong};
+                                     Coll::kSendRecv,  Coll::kPingPong,  Coll::kStream};
+// Messages one stream call sends back to back (osu_bw's window).
+inline constexpr int kStreamWindow = 64;
 
 const char* collName(Coll c);
 std::optional<Coll> parseColl(std::string_view name);
@@ -48,12 +52,13 @@ bool collRooted(Coll c);    // takes a root
 // Whether chorus.h defines an in-place form. For the others nccl-tests still runs the in-place
 // column with sendbuff == recvbuff but reports #wrong as N/A; chorus-perf does the same.
 bool collHasInPlace(Coll c);
-// Messages one call sends one after the other, each waiting for the previous one: 2 for
-// pingpong (there and back), 1 otherwise. The time column is the call's time divided by this,
-// so pingpong reports the one-way latency and algbw = size / one-way time.
+// Messages a call's time is divided by: 2 for pingpong (there and back, each waiting for the
+// previous one), kStreamWindow for stream (a window of messages in flight), 1 otherwise. So
+// pingpong reports the one-way latency, stream the time per message of a stream, and
+// algbw = size / that time.
 int legsPerCall(Coll c);
-// Why `nranks` cannot run `c`, or "" when it can. pingpong needs exactly 2 ranks: it measures
-// one link, and idle ranks would only add noise (and time) to the barriers around it.
+// Why `nranks` cannot run `c`, or "" when it can. pingpong and stream need exactly 2 ranks: they
+// measure one link, and idle ranks would only add noise (and time) to the barriers around it.
 std::string rankCountError(Coll c, int nranks);
 
 // Reduction operator as chorus-perf names it. kNone is the "operator" of the collectives that

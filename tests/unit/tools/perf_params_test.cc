@@ -48,7 +48,8 @@ TEST(PerfParams, BusBandwidthFactors) {
     EXPECT_DOUBLE_EQ(busBwFactor(c, 4), 0.75);
     EXPECT_DOUBLE_EQ(busBwFactor(c, 3), 2.0 / 3.0);
   }
-  for (Coll c : {Coll::kBroadcast, Coll::kReduce, Coll::kSendRecv, Coll::kPingPong}) {
+  for (Coll c :
+       {Coll::kBroadcast, Coll::kReduce, Coll::kSendRecv, Coll::kPingPong, Coll::kStream}) {
     EXPECT_DOUBLE_EQ(busBwFactor(c, 1), 1.0);
     EXPECT_DOUBLE_EQ(busBwFactor(c, 7), 1.0);
   }
@@ -63,7 +64,7 @@ TEST(PerfParams, BandwidthIsBytesPerNanosecond) {
 
 TEST(PerfParams, GeometryOfElementwiseCollectives) {
   for (Coll c : {Coll::kAllReduce, Coll::kBroadcast, Coll::kReduce, Coll::kSendRecv,
-                 Coll::kPingPong}) {
+                 Coll::kPingPong, Coll::kStream}) {
     CollGeometry g = collGeometry(c, 1 << 20, 4, 3);
     EXPECT_EQ(g.count, 262144u);
     EXPECT_EQ(g.sendCount, 262144u);
@@ -151,12 +152,15 @@ TEST(PerfParams, CollectiveTraits) {
   EXPECT_FALSE(collReduces(Coll::kPingPong));
   EXPECT_FALSE(collRooted(Coll::kPingPong));
   EXPECT_FALSE(collHasInPlace(Coll::kPingPong));
+  EXPECT_FALSE(collReduces(Coll::kStream));
+  EXPECT_FALSE(collRooted(Coll::kStream));
+  EXPECT_FALSE(collHasInPlace(Coll::kStream));
 }
 
 TEST(PerfParams, PingPongReportsOneWay) {
   EXPECT_EQ(legsPerCall(Coll::kPingPong), 2);
   for (Coll c : kAllColls) {
-    if (c != Coll::kPingPong) {
+    if (c != Coll::kPingPong && c != Coll::kStream) {
       EXPECT_EQ(legsPerCall(c), 1) << collName(c);
     }
   }
@@ -167,16 +171,30 @@ TEST(PerfParams, PingPongReportsOneWay) {
   EXPECT_DOUBLE_EQ(bw.busBw, bw.algBw);
 }
 
+TEST(PerfParams, StreamReportsPerMessage) {
+  EXPECT_EQ(legsPerCall(Coll::kStream), kStreamWindow);
+  EXPECT_EQ(parseColl("stream"), Coll::kStream);
+  EXPECT_STREQ(collName(Coll::kStream), "stream");
+  // A window of 64 messages of 1 MiB in 64 ms: 1 ms per message, 1.048576 GB/s.
+  double perMessage = 64e-3 / legsPerCall(Coll::kStream);
+  Bandwidth bw = bandwidth(Coll::kStream, 1 << 20, perMessage, 2);
+  EXPECT_DOUBLE_EQ(bw.algBw, (1 << 20) / 1e-3 / 1e9);
+  EXPECT_DOUBLE_EQ(bw.busBw, bw.algBw);
+}
+
 TEST(PerfParams, PingPongNeedsTwoRanks) {
-  EXPECT_EQ(rankCountError(Coll::kPingPong, 2), "");
-  for (int n : {1, 3, 4}) {
-    std::string why = rankCountError(Coll::kPingPong, n);
-    EXPECT_NE(why.find("pingpong needs exactly 2 ranks, not " + std::to_string(n)),
-              std::string::npos)
-        << why;
+  for (Coll c : {Coll::kPingPong, Coll::kStream}) {
+    EXPECT_EQ(rankCountError(c, 2), "");
+    for (int n : {1, 3, 4}) {
+      std::string why = rankCountError(c, n);
+      EXPECT_NE(why.find(std::string(collName(c)) + " needs exactly 2 ranks, not " +
+                         std::to_string(n)),
+                std::string::npos)
+          << why;
+    }
   }
   for (Coll c : kAllColls) {
-    if (c == Coll::kPingPong) continue;
+    if (c == Coll::kPingPong || c == Coll::kStream) continue;
     for (int n : {1, 2, 3, 7}) {
       EXPECT_EQ(rankCountError(c, n), "") << collName(c) << " " << n;
     }
