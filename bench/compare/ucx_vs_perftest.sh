@@ -17,7 +17,10 @@
 #                streamed (GB/s).
 #   perftest pp  ucx_perftest -t tag_lat -s 4194304: UCX's own 4 MiB ping-pong, as 4 MiB over
 #                its half round trip (GB/s): the same pattern as chorus bw1.
-#   chorus lat   chorus-perf --coll pingpong -b 8 -e 8: half a round trip (us).
+#   chorus lat   chorus-perf --coll pingpong -b 8 -e 8: half a round trip (us), nonblocking
+#                calls (chorusISend / chorusIRecv, each completed by chorusWait: -z 0, the
+#                default); chorus lat1 the same with blocking calls (chorusSend / chorusRecv,
+#                -z 1), as MPI ping-pongs are usually written.
 #   perftest lat ucx_perftest -t tag_lat -s 8: overall average latency, half a round trip (us).
 #   and, once per repetition, chorus bw over chorus's own tcp transport, for reference.
 # and the ratios chorus / perftest. Every chorus run checks its results (-c 1); any failure,
@@ -71,11 +74,11 @@ export CHORUS_SOCKET_IFNAME=${CHORUS_SOCKET_IFNAME:-lo}
 : > "$out/raw.csv"
 
 # chorus-perf's out-of-place row for `size`: column 7 is the time (us), 8 the algbw (GB/s).
-chorus_run() {  # tls label coll size iters column [transport]
-  local tls=$1 label=$2 coll=$3 size=$4 iters=$5 col=$6 transport=${7:-ucx}
+chorus_run() {  # tls label coll size iters column [transport [-z mode]]
+  local tls=$1 label=$2 coll=$3 size=$4 iters=$5 col=$6 transport=${7:-ucx} mode=${8:-0}
   local log=$out/logs/$label-${tls//,/_}-$rep.log
   if ! CHORUS_TRANSPORT=$transport UCX_TLS=$tls timeout "$run_timeout" "$run" -n 2 "${chorus_bind[@]}" "$perf" \
-      --coll "$coll" -b "$size" -e "$size" -n "$iters" -w $((iters / 10 + 1)) -c 1 \
+      --coll "$coll" -b "$size" -e "$size" -n "$iters" -w $((iters / 10 + 1)) -c 1 -z "$mode" \
       >"$log" 2>&1; then
     fail "$label ($tls) failed: see $log"
   fi
@@ -126,6 +129,7 @@ for rep in $(seq "$reps"); do
     perftest_run "$tls" perftest_bw tag_bw 4194304 "$bw_iters"
     perftest_run "$tls" perftest_pp tag_lat 4194304 "$bw_iters"
     chorus_run "$tls" chorus_lat pingpong 8 "$lat_iters" 7
+    chorus_run "$tls" chorus_lat1 pingpong 8 "$lat_iters" 7 ucx 1
     perftest_run "$tls" perftest_lat tag_lat 8 "$lat_iters"
   done
   chorus_run - chorus_tcp_bw sendrecv 4194304 "$bw_iters" 8 tcp
@@ -138,15 +142,15 @@ def med(tls, label):
     return statistics.median(float(r[3]) for r in rows if r[0] == tls and r[1] == label)
 print("| UCX_TLS | chorus sendrecv 4 MiB GB/s (both ways) | chorus stream 4 MiB GB/s (one way) "
       "| ucx_perftest tag_bw GB/s | ratio | chorus pingpong 4 MiB GB/s (one way) "
-      "| ucx_perftest tag_lat 4 MiB GB/s | ratio | chorus 8 B us | ucx_perftest tag_lat us "
-      "| ratio |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
+      "| ucx_perftest tag_lat 4 MiB GB/s | ratio | chorus 8 B us -z 0 | chorus 8 B us -z 1 "
+      "| ucx_perftest tag_lat us | ratios |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for tls in sys.argv[2].split():
     cb, cbs, pb = med(tls, "chorus_bw"), med(tls, "chorus_bws"), med(tls, "perftest_bw")
     cb1, pp = med(tls, "chorus_bw1"), med(tls, "perftest_pp")
-    cl, pl = med(tls, "chorus_lat"), med(tls, "perftest_lat")
+    cl, cl1, pl = med(tls, "chorus_lat"), med(tls, "chorus_lat1"), med(tls, "perftest_lat")
     print(f"| {tls} | {cb:.3f} | {cbs:.3f} | {pb:.3f} | {cbs / pb:.2f} | {cb1:.3f} | {pp:.3f} "
-          f"| {cb1 / pp:.2f} | {cl:.2f} | {pl:.2f} | {cl / pl:.2f} |")
+          f"| {cb1 / pp:.2f} | {cl:.2f} | {cl1:.2f} | {pl:.2f} | {cl / pl:.2f}, {cl1 / pl:.2f} |")
 tcp = med("-", "chorus_tcp_bw")
 print(f"\nchorus's own tcp transport, same chorus-perf sendrecv 4 MiB: {tcp:.3f} GB/s")
 EOF
