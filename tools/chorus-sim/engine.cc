@@ -82,17 +82,90 @@ struct Flow {
   int64_t step = -1;
   int bottleneck = -1;  // the full resource that holds `rate`; -1: its cap (or nothing)
   uint32_t conn = 0;  // kMessage: its ordered pair's id (Sim::connOf); a CPU piece: cpuConnOf
-  uint32_t version = 0;  // bumped at every new rate: older completion events are stale
   FlowKind kind = FlowKind::kMemory;
   bool frozen = false;
   bool active = false;  // in its bandwidth phase
 };
 
-struct Completion {
-  double at;
-  int flow;
-  uint32_t version;
-  bool operator>(const Completion& o) const { return at != o.at ? at > o.at : flow > o.flow; }
+// When each active flow with a rate sends its last byte: one entry per flow, earliest first (ties:
+// lower flow id first), moved in place when the flow's rate changes. (A heap of every rate's
+// completion, the stale ones skipped when they surfaced, held up to four times as many entries
+// and cost a pop for each.)
+class CompletionHeap {
+ public:
+  bool empty() const { return heap_.empty(); }
+  double topAt() const { return heap_.front().at; }
+  int topFlow() const { return heap_.front().flow; }
+  // Sets (or moves) flow `id`'s completion to `at`.
+  void set(int id, double at) {
+    const size_t i = static_cast<size_t>(id);
+    if (pos_.size() <= i) pos_.resize(i + 1, kNone);
+    if (pos_[i] == kNone) {
+      pos_[i] = heap_.size();
+      heap_.push_back({at, id});
+      up(pos_[i]);
+      return;
+    }
+    Entry& e = heap_[pos_[i]];
+    const bool earlier = at < e.at;
+    e.at = at;
+    if (earlier)
+      up(pos_[i]);
+    else
+      down(pos_[i]);
+  }
+  // Drops flow `id`'s completion, if it has one.
+  void erase(int id) {
+    const size_t i = static_cast<size_t>(id);
+    if (i >= pos_.size() || pos_[i] == kNone) return;
+    const size_t at = pos_[i];
+    pos_[i] = kNone;
+    const Entry last = heap_.back();
+    heap_.pop_back();
+    if (at == heap_.size()) return;
+    heap_[at] = last;
+    pos_[static_cast<size_t>(last.flow)] = at;
+    up(at);
+    down(pos_[static_cast<size_t>(last.flow)]);
+  }
+  void pop() { erase(heap_.front().flow); }
+
+ private:
+  struct Entry {
+    double at;
+    int flow;
+    bool before(const Entry& o) const { return at != o.at ? at < o.at : flow < o.flow; }
+  };
+  static constexpr size_t kNone = SIZE_MAX;
+  void place(size_t i, const Entry& e) {
+    heap_[i] = e;
+    pos_[static_cast<size_t>(e.flow)] = i;
+  }
+  void up(size_t i) {
+    const Entry e = heap_[i];
+    while (i > 0) {
+      const size_t parent = (i - 1) / 2;
+      if (!e.before(heap_[parent])) break;
+      place(i, heap_[parent]);
+      i = parent;
+    }
+    place(i, e);
+  }
+  void down(size_t i) {
+    const Entry e = heap_[i];
+    const size_t n = heap_.size();
+    for (;;) {
+      size_t child = 2 * i + 1;
+      if (child >= n) break;
+      if (child + 1 < n && heap_[child + 1].before(heap_[child])) ++child;
+      if (!heap_[child].before(e)) break;
+      place(i, heap_[child]);
+      i = child;
+    }
+    place(i, e);
+  }
+  std::vector<Entry> heap_;
+  std::vector<size_t> pos_;  // per flow id: its index in heap_, kNone without an entry
 };
 
 enum class TimerKind : uint8_t { kDeliver, kReadArrived, kAwaitDone };
@@ -238,12 +311,13 @@ class Sim {
 
   Status load();
   Status match();
-  // The route from `src` to `dst`; folded, its resources are host 0's copies.
-  Route routeOf(int src, int dst) const {
-    Route r = m_.route(src, dst);
+  // The route from `src` to `dst`; folded, its resources are host 0's copies. Valid until the
+  // next call (one scratch route: no allocation per message).
+  const Route& routeOf(int src, int dst) {
+    m_.routeInto(src, dst, route_);
     if (fold_)
-      for (int& id : r.resources) id %= localResources_;
-    return r;
+      for (int& id : route_.resources) id %= localResources_;
+    return route_;
   }
   void start(int64_t g, int64_t cause);
   void finish(int64_t g, int64_t cause);
@@ -319,6 +393,9 @@ class Sim {
 
   std::vector<Flow> flows_;
   std::vector<int> freeFlows_;
+  Route route_;  // routeOf's
+  // The flows whose last byte left at the current time, with their steps (run()'s order).
+  std::vector<std::pair<int64_t, int>> done_;
   std::vector<uint32_t> connBase_;  // per simulated rank, plus the total: see connOf
   std::vector<int> peerRanks_;       // every rank's peers, sorted, from connBase_[r]
   // Per connection: whether a flow of it is running, and the flows waiting, first to last,
@@ -350,7 +427,7 @@ class Sim {
   std::vector<double> resOut_, resOutMax_, resLoad_, resMaxIn_, resBottleneckMin_;
   uint32_t epoch_ = 0;
   std::vector<int> dirtyResources_;  // where flows started or ended since the last computation
-  std::priority_queue<Completion, std::vector<Completion>, std::greater<Completion>> completions_;
+  CompletionHeap completions_;
   // Per resource with a token bucket: its tokens as of tokensAt_, the load (sum of its flows'
   // rates) since then, and a version that makes older dry-bucket events stale.
   std::vector<double> tokens_, tokensAt_, load_;
@@ -504,8 +581,6 @@ void Sim::startFlow(Flow f) {
   if (!freeFlows_.empty()) {
     id = freeFlows_.back();
     freeFlows_.pop_back();
-    // A reused slot keeps counting versions, so the old flow's completions stay stale.
-    f.version = flows_[static_cast<size_t>(id)].version + 1;
     flows_[static_cast<size_t>(id)] = std::move(f);
   } else {
     id = static_cast<int>(flows_.size());
@@ -542,6 +617,9 @@ void Sim::activate(int id) {
   f.slots.resize(f.resources.size());
   for (size_t k = 0; k < f.resources.size(); ++k) {
     const size_t r = static_cast<size_t>(f.resources[k]);
+    // Every active flow runs to its end, so what it will carry over each resource is known now:
+    // no per-resource bookkeeping each time its rate changes.
+    res_.resourceBytes[r] += f.remaining * weight(f, k);
     if (onResource_[r].empty()) busySince_[r] = now_;
     f.slots[k] = static_cast<uint32_t>(onResource_[r].size());
     onResource_[r].push_back(id);
@@ -549,14 +627,11 @@ void Sim::activate(int id) {
   }
 }
 
-// Brings `remaining` and the resources' byte counts up to now at the flow's current rate.
+// Brings `remaining` up to now at the flow's current rate (the resources' byte counts took the
+// whole flow when it became active).
 void Sim::settle(Flow& f) {
   const double dt = now_ - f.updatedUs;
-  if (dt > 0 && f.rate > 0) {
-    f.remaining -= f.rate * dt;
-    for (size_t k = 0; k < f.resources.size(); ++k)
-      res_.resourceBytes[static_cast<size_t>(f.resources[k])] += f.rate * dt * weight(f, k);
-  }
+  if (dt > 0 && f.rate > 0) f.remaining -= f.rate * dt;
   f.updatedUs = now_;
 }
 
@@ -587,7 +662,14 @@ void Sim::removeActive(int id) {
 }
 
 void Sim::bandwidthDone(int id) {
-  Flow f = std::move(flows_[static_cast<size_t>(id)]);
+  // What the switch needs, read before the slot is reused (the calls below may start flows).
+  struct {
+    FlowKind kind;
+    int64_t step;
+    uint32_t conn;
+    double latencyUs;
+  } const f = {flows_[static_cast<size_t>(id)].kind, flows_[static_cast<size_t>(id)].step,
+               flows_[static_cast<size_t>(id)].conn, flows_[static_cast<size_t>(id)].latencyUs};
   freeFlows_.push_back(id);
   switch (f.kind) {
     case FlowKind::kMessage: {
@@ -666,7 +748,7 @@ void Sim::sendFlow(int64_t g) {
   const int r = rankOf(g);
   const StepInfo& s = infoOf(g, r);
   const int peer = peerOf(s, r);
-  Route route = routeOf(r, peer);
+  const Route& route = routeOf(r, peer);
   Flow f;
   f.kind = FlowKind::kMessage;
   f.step = g;
@@ -709,7 +791,7 @@ void Sim::start(int64_t g, int64_t cause) {
       break;
     case StepKind::kGet:
     case StepKind::kGetReduce: {
-      Route route = routeOf(peer, r);
+      const Route& route = routeOf(peer, r);
       Flow f;
       f.kind = FlowKind::kGet;
       f.step = g;
@@ -740,7 +822,7 @@ void Sim::start(int64_t g, int64_t cause) {
       const auto& sig = signals_[static_cast<size_t>(peer)];
       if (sig.size() >= s.target) {
         const int64_t by = sig[s.target - 1];
-        const double at = state(by).doneUs + m_.route(peer, r).latencyUs;
+        const double at = state(by).doneUs + routeOf(peer, r).latencyUs;
         if (at > now_) st.cause = static_cast<int32_t>(by);
         addTimer(std::max(at, now_), -1, TimerKind::kAwaitDone, g, at > now_ ? by : cause);
       } else {
@@ -759,7 +841,7 @@ void Sim::signalDone(int rank) {
     const StepInfo& s = infoOf(w[k], r);
     if (sig.size() >= s.target) {
       const int64_t by = sig[s.target - 1];
-      addTimer(0, m_.route(rank, r).latencyUs, TimerKind::kAwaitDone, w[k], by);
+      addTimer(0, routeOf(rank, r).latencyUs, TimerKind::kAwaitDone, w[k], by);
       w[k] = w.back();
       w.pop_back();
     } else {
@@ -1028,8 +1110,10 @@ void Sim::shareRates() {
     if (f.share == f.rate) continue;  // its completion stands
     settle(f);  // at the old rate, up to now
     f.rate = f.share;
-    ++f.version;
-    if (f.rate > 0) completions_.push({now_ + f.remaining / f.rate, id, f.version});
+    if (f.rate > 0)
+      completions_.set(id, now_ + f.remaining / f.rate);
+    else
+      completions_.erase(id);
   }
   // Buckets: the new load, and when a bucket that is drained faster than it fills runs dry
   // (then its capacity falls back and the rates change).
@@ -1043,17 +1127,6 @@ void Sim::shareRates() {
     const double over = load - m_.capacity(r);
     if (capacityNow(ri) == kUnlimited && over > 0)
       bucketEvents_.push({now_ + tokens_[ri] / over, r, bucketVersion_[ri]});
-  }
-  // Every recomputation leaves the old completions of its flows behind as stale entries; when
-  // they outnumber the live ones, start the heap again from the active flows.
-  if (completions_.size() > 4 * activeFlows_ + 4096) {
-    std::vector<Completion> live;
-    for (size_t id = 0; id < flows_.size(); ++id) {
-      const Flow& f = flows_[id];
-      if (f.active && f.rate > 0)
-        live.push_back({f.updatedUs + f.remaining / f.rate, static_cast<int>(id), f.version});
-    }
-    completions_ = decltype(completions_)(std::greater<Completion>(), std::move(live));
   }
 }
 
@@ -1134,16 +1207,11 @@ StatusOr<Result> Sim::run() {
         start(a.step, a.cause);
     }
     if (!dirtyResources_.empty()) shareRates();
-    // The next flow to finish (skipping completions made stale by a later rate).
-    while (!completions_.empty() &&
-           completions_.top().version !=
-               flows_[static_cast<size_t>(completions_.top().flow)].version)
-      completions_.pop();
     while (!bucketEvents_.empty() &&
            bucketEvents_.top().version !=
                bucketVersion_[static_cast<size_t>(bucketEvents_.top().resource)])
       bucketEvents_.pop();
-    const double next = completions_.empty() ? kUnlimited : completions_.top().at;
+    const double next = completions_.empty() ? kUnlimited : completions_.topAt();
     const double timerAt = timers_.empty() ? kUnlimited : timers_.top().at;
     const double dryAt = bucketEvents_.empty() ? kUnlimited : bucketEvents_.top().at;
     const double t = std::min({next, timerAt, dryAt});
@@ -1160,22 +1228,20 @@ StatusOr<Result> Sim::run() {
       ++bucketVersion_[ri];
       dirtyResources_.push_back(e.resource);
     }
-    // Flows whose last byte leaves now (within rounding), in a fixed order.
-    std::vector<int> done;
-    while (!completions_.empty() && completions_.top().at <= t + t * 1e-12 + 1e-12) {
-      const Completion c = completions_.top();
+    // Flows whose last byte leaves now (within rounding), in a fixed order: by step (ties in the
+    // order std::sort leaves them, which depends only on the order they were found in).
+    done_.clear();
+    while (!completions_.empty() && completions_.topAt() <= t + t * 1e-12 + 1e-12) {
+      const int id = completions_.topFlow();
       completions_.pop();
-      Flow& f = flows_[static_cast<size_t>(c.flow)];
-      if (c.version != f.version) continue;
+      Flow& f = flows_[static_cast<size_t>(id)];
       settle(f);
-      ++f.version;
-      done.push_back(c.flow);
+      done_.emplace_back(f.step, id);
     }
-    std::sort(done.begin(), done.end(), [&](int a, int b) {
-      return flows_[static_cast<size_t>(a)].step < flows_[static_cast<size_t>(b)].step;
-    });
-    for (int id : done) removeActive(id);
-    for (int id : done) bandwidthDone(id);
+    std::sort(done_.begin(), done_.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& d : done_) removeActive(d.second);
+    for (const auto& d : done_) bandwidthDone(d.second);
     while (!timers_.empty() && timers_.top().at <= now_) {
       const Timer tm = timers_.top();
       timers_.pop();

@@ -12,12 +12,6 @@ constexpr double kBytesPerUsPerGBps = 1000;
 
 double rateOf(double gbps) { return gbps > 0 ? gbps * kBytesPerUsPerGBps : kUnlimited; }
 
-void append(Route& to, const Route& from) {
-  to.resources.insert(to.resources.end(), from.resources.begin(), from.resources.end());
-  to.latencyUs += from.latencyUs;
-  to.cap = std::min(to.cap, from.cap);
-}
-
 // Builds one host's resources from a System: two per link (one per direction), then ports.
 class HostBuilder {
  public:
@@ -382,20 +376,30 @@ std::string Machine::resourceName(int id) const {
          local_[localId(id)].name;
 }
 
-Route Machine::shifted(const Route& r, int host) const {
-  Route s = r;
-  for (int& id : s.resources) id = global(host, id);
-  return s;
+// `from` (host-local ids) on `host`, after what `to` holds.
+void Machine::appendShifted(Route& to, const Route& from, int host) const {
+  for (int id : from.resources) to.resources.push_back(global(host, id));
+  to.latencyUs += from.latencyUs;
+  to.cap = std::min(to.cap, from.cap);
 }
 
 Route Machine::route(int src, int dst) const {
+  Route r;
+  routeInto(src, dst, r);
+  return r;
+}
+
+void Machine::routeInto(int src, int dst, Route& r) const {
+  r.resources.clear();
+  r.latencyUs = 0;
+  r.cap = kUnlimited;
   const int ha = hostOf(src), hb = hostOf(dst);
   const size_t la = static_cast<size_t>(src % perHost_), lb = static_cast<size_t>(dst % perHost_);
-  if (ha == hb) return shifted(intra_[la * static_cast<size_t>(perHost_) + lb], ha);
-  Route r = shifted(toNic_[la], ha);
+  if (ha == hb) return appendShifted(r, intra_[la * static_cast<size_t>(perHost_) + lb], ha);
+  appendShifted(r, toNic_[la], ha);
   r.resources.push_back(global(ha, nicTx_[la]));
   r.resources.push_back(global(hb, nicRx_[lb]));
-  append(r, shifted(fromNic_[lb], hb));
+  appendShifted(r, fromNic_[lb], hb);
   r.latencyUs += interLatencyUs_;
   if (netSpec_.kind != NetSpec::Kind::kSwitch) {
     const int from = leafOf(ha, rail_[la]), to = leafOf(hb, rail_[lb]);
@@ -407,7 +411,6 @@ Route Machine::route(int src, int dst) const {
       }
     }
   }
-  return r;
 }
 
 int Machine::memory(int rank) const {

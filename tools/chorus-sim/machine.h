@@ -142,6 +142,8 @@ class Machine {
   std::string resourceName(int id) const;
   /// The resources, latency and ceiling of a message from `src` to `dst` (src != dst).
   Route route(int src, int dst) const;
+  /// The same into `out`, whose resource list keeps its capacity (no allocation per message).
+  void routeInto(int src, int dst, Route& out) const;
   /// The rank's memory, which its copies and reductions occupy.
   int memory(int rank) const;
   /// Whether the ranks have CPUs (FlatSpec::cpu), and a rank's: its own, then its host's pool
@@ -162,7 +164,7 @@ class Machine {
  private:
   size_t localId(int id) const { return static_cast<size_t>(id) % local_.size(); }
   int global(int host, int local) const { return host * static_cast<int>(local_.size()) + local; }
-  Route shifted(const Route& r, int host) const;
+  void appendShifted(Route& to, const Route& from, int host) const;
   int leafOf(int host, int rail) const;
   void addMachineCores();  // the machine's pool after the network's resources, when asked
 
