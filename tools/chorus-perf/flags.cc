@@ -40,8 +40,9 @@ FlagsResult parseFlags(int argc, const char* const* argv) {
   CLI::App app{"chorus-perf: benchmark chorus collectives (nccl-tests flags and output)."};
   app.set_version_flag("--version", "chorus-perf 0.1.0");
   app.add_option("--coll", coll,
-                 collList + " (pingpong: ranks 0 and 1 bounce a message, one-way time; stream: rank 0 "
-                           "sends rank 1 64 messages back to back, time per message)")
+                 collList + " (pingpong: ranks 0 and 1 bounce a message, one-way time; "
+                            "stream: rank 0 sends rank 1 64 messages back to back, time per "
+                            "message)")
       ->check(CLI::IsMember(collNames))
       ->capture_default_str();
   app.add_option("-b,--minbytes", minBytes, "smallest size (K/M/G suffixes)")
