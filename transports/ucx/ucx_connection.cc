@@ -119,7 +119,7 @@ StatusOr<std::unique_ptr<UcxConnection>> UcxConnection::create(
   CHORUS_ASSIGN_OR_RETURN(const double readSeconds, config::getDouble("CHORUS_TIMEOUT"));
   std::unique_ptr<UcxConnection> c(new UcxConnection(std::move(worker), commId, myRank, peer,
                                                      peerErrMode, readable, readSeconds));
-  std::lock_guard<std::mutex> lock(c->worker_->mutex());
+  std::lock_guard<FutexMutex> lock(c->worker_->mutex());
   ucp_ep_params_t p{};
   p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
   p.address = reinterpret_cast<const ucp_address_t*>(address.data());
@@ -139,7 +139,7 @@ StatusOr<std::unique_ptr<UcxConnection>> UcxConnection::create(
 }
 
 UcxConnection::~UcxConnection() {
-  std::lock_guard<std::mutex> lock(worker_->mutex());
+  std::lock_guard<FutexMutex> lock(worker_->mutex());
   const bool healthy = !failed_ && !gone_ && !closedByPeer_ && !epErr_->failed;
   // Tell the peer how many messages it will get, so it fails what waits beyond them.
   if (healthy && ep_) sendControl(ControlKind::kClose, 0, posted_[kSend], "", kCloseBudgetMs);
@@ -218,7 +218,7 @@ void UcxConnection::postControlReceive() {
 }
 
 StatusOr<Op> UcxConnection::postSend(const void* src, size_t bytes, Tag tag) {
-  std::lock_guard<std::mutex> lock(worker_->mutex());
+  std::lock_guard<FutexMutex> lock(worker_->mutex());
   if (failed_) return failure_;
   if (bytes > 0 && src == nullptr)
     return invalidArgument("postSend to rank " + std::to_string(peer_) + ": null buffer of " +
@@ -248,7 +248,7 @@ StatusOr<Op> UcxConnection::postSend(const void* src, size_t bytes, Tag tag) {
 }
 
 StatusOr<Op> UcxConnection::postRecv(void* dst, size_t bytes, Tag tag) {
-  std::lock_guard<std::mutex> lock(worker_->mutex());
+  std::lock_guard<FutexMutex> lock(worker_->mutex());
   if (failed_) return failure_;
   if (bytes > 0 && dst == nullptr)
     return invalidArgument("postRecv from rank " + std::to_string(peer_) + ": null buffer of " +
@@ -458,18 +458,18 @@ Status UcxConnection::progressLocked() {
 }
 
 Status UcxConnection::progress() {
-  std::lock_guard<std::mutex> lock(worker_->mutex());
+  std::lock_guard<FutexMutex> lock(worker_->mutex());
   return progressLocked();
 }
 
 Status UcxConnection::test(Op& op, bool* done) {
-  std::lock_guard<std::mutex> lock(worker_->mutex());
+  std::lock_guard<FutexMutex> lock(worker_->mutex());
   progressLocked().ignore();
   return checkLocked(op, done);
 }
 
 Status UcxConnection::check(Op& op, bool* done) {
-  std::lock_guard<std::mutex> lock(worker_->mutex());
+  std::lock_guard<FutexMutex> lock(worker_->mutex());
   return checkLocked(op, done);
 }
 
@@ -526,7 +526,7 @@ bool UcxConnection::readyLocked() const {
 void UcxConnection::pollInfo(int* fd, short* events) const {
   *fd = -1;
   *events = 0;
-  std::lock_guard<std::mutex> lock(worker_->mutex());
+  std::lock_guard<FutexMutex> lock(worker_->mutex());
   // With nothing to do now, arm the worker: its fd then wakes a poll() on the next event. Any
   // work found on the way means "do not sleep" (fd -1, and prepareWait() says so too).
   if (failed_ || readyLocked()) return;
@@ -551,7 +551,7 @@ void UcxConnection::pollInfo(int* fd, short* events) const {
 }
 
 ConnStats UcxConnection::stats() const {
-  std::lock_guard<std::mutex> lock(worker_->mutex());
+  std::lock_guard<FutexMutex> lock(worker_->mutex());
   return stats_;
 }
 
@@ -600,7 +600,7 @@ void UcxConnection::cancelReceives() {
 }
 
 Status UcxConnection::cancel(const Status& why) {
-  std::lock_guard<std::mutex> lock(worker_->mutex());
+  std::lock_guard<FutexMutex> lock(worker_->mutex());
   if (failed_) return Status();
   Status reason = why.ok() ? internalError("connection cancelled without a reason") : why;
   sendControl(ControlKind::kAbort, static_cast<uint32_t>(reason.code()), 0, reason.message(),
@@ -612,7 +612,7 @@ Status UcxConnection::cancel(const Status& why) {
 }
 
 void UcxConnection::peerGone(const Status& why) {
-  std::lock_guard<std::mutex> lock(worker_->mutex());
+  std::lock_guard<FutexMutex> lock(worker_->mutex());
   if (failed_ || gone_) return;
   gone_ = true;
   goneWhy_ = why;
@@ -689,7 +689,7 @@ bool UcxConnection::drainRequests(int budgetMs) {
 // ---- One-sided reads ---------------------------------------------------------------------
 
 StatusOr<MemHandle> UcxConnection::expose(const void* base, size_t bytes) {
-  std::lock_guard<std::mutex> lock(worker_->mutex());
+  std::lock_guard<FutexMutex> lock(worker_->mutex());
   if (!readable_)
     return internalError("ucx: the connection to " + peerName() + " offers no one-sided reads");
   if (failed_) return failure_;
@@ -751,7 +751,7 @@ StatusOr<ucp_rkey_h> UcxConnection::remoteKey(const MemHandle& remote) {
 }
 
 Status UcxConnection::read(void* dst, const MemHandle& remote, uint64_t offset, size_t bytes) {
-  std::unique_lock<std::mutex> lock(worker_->mutex());
+  std::unique_lock<FutexMutex> lock(worker_->mutex());
   if (!readable_)
     return internalError("ucx: the connection to " + peerName() + " offers no one-sided reads");
   if (failed_) return failure_;

@@ -123,7 +123,7 @@ class UcxTransport final : public Transport {
     std::lock_guard<std::mutex> lock(mu_);
     if (!worker_) {
       CHORUS_ASSIGN_OR_RETURN(worker_, Worker::create(ctx_.rank));
-      std::lock_guard<std::mutex> wlock(worker_->mutex());
+      std::lock_guard<FutexMutex> wlock(worker_->mutex());
       ucp_address_t* addr = nullptr;
       size_t len = 0;
       ucs_status_t st = ucp_worker_get_address(worker_->handle(), &addr, &len);

@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "src/base/futex_mutex.h"
 #include "src/base/status.h"
 
 namespace chorus::ucx {
@@ -80,7 +81,9 @@ class Worker {
   ucp_context_h context() const { return ctx_->handle(); }
   /// The fd that becomes readable after ucp_worker_arm() once there is work.
   int eventFd() const { return efd_; }
-  std::mutex& mutex() { return mu_; }
+  /// Taken by every call into the worker (twice on an 8-byte blocking send: post, then test), so
+  /// a one-word lock: a pthread mutex's lock and unlock cost about 80 instructions a pair there.
+  FutexMutex& mutex() { return mu_; }
   /// Under mutex(): progress calls of this worker that found something to do (counted on the
   /// hot path, which reads no clock), the count pollInfo() last saw, and when it saw it change
   /// (or found work itself).
@@ -94,7 +97,7 @@ class Worker {
   std::shared_ptr<Context> ctx_;
   ucp_worker_h worker_;
   int efd_;
-  std::mutex mu_;
+  FutexMutex mu_;
 };
 
 /// Live UCX objects of this process, for leak checks: contexts, workers and endpoints made by
