@@ -230,11 +230,24 @@ Status Communicator::resumeCollective(const CollArgs& a) {
 
 Status Communicator::runP2PNow(std::span<const P2POp> ops) {
   CHORUS_RETURN_IF_ERROR(checkUsable());
-  CHORUS_ASSIGN_OR_RETURN(auto plan, p2pPlan(ops));
   exec::OpIdentity id;
   id.coll = sched::Coll::kSendRecv;
   id.seq = 0;  // point-to-point does not advance the collective counter
   id.dtype = ops.empty() ? DataType::kUint8 : ops.front().dtype;
+  if (!p2pCounter_) p2pCounter_ = &algoCounts_["sendrecv:p2p"];  // map nodes do not move
+  if (ops.size() == 1 && ops[0].peer != rank_) {
+    // A lone send or receive (chorusSend / chorusRecv outside a group): the one message a plan
+    // of it would hold (Plan::single), without building, finding or binding that plan.
+    const P2POp& op = ops[0];
+    Status st = peers_->connect(op.peer);  // lazy connections: the peer now
+    if (!st.ok()) return fail(st.withContext(exec::describeCall(id, "p2p")));
+    st = executor_.runMessage(op.isSend, op.peer, const_cast<void*>(op.buf),
+                              op.count * dataTypeSize(op.dtype), id, "p2p", env_);
+    if (!st.ok()) return fail(st);
+    ++*p2pCounter_;
+    return Status();
+  }
+  CHORUS_ASSIGN_OR_RETURN(auto plan, p2pPlan(ops));
   exec::Bindings& bind = bindings_;
   const size_t nb = sched::kFirstUserBuf + ops.size();
   bind.buf.resize(nb);
@@ -247,7 +260,6 @@ Status Communicator::runP2PNow(std::span<const P2POp> ops) {
   }
   Status st = runPlan(*plan, bind, id.dtype, ReduceOp::kSum, id);
   if (!st.ok()) return fail(st);
-  if (!p2pCounter_) p2pCounter_ = &algoCounts_["sendrecv:p2p"];  // map nodes do not move
   ++*p2pCounter_;
   return Status();
 }

@@ -56,6 +56,12 @@ class Peers final : public exec::PeerAccess {
         return connectMissing(peers);
     return Status();
   }
+  /// The same for one peer (a lone point-to-point call's path).
+  Status connect(int peer) {
+    if (static_cast<size_t>(peer) < conns_.size() && conns_[static_cast<size_t>(peer)])
+      return Status();
+    return connectMissing({peer});
+  }
   /// CHORUS_CONNECT=eager: every peer now; lazy: nothing; auto (the default): eager up to
   /// kEagerMaxRanks ranks, lazy above.
   Status connectEagerly();

@@ -339,14 +339,27 @@ Status Executor::runInParts(const Plan& plan, Bindings& bind, DataType dtype, Re
 // dataflow (spin, yield, block; deadline, abort, the peer's liveness every 100 ms).
 Status Executor::runSingle(const Plan& plan, const OpIdentity& id, const ExecEnv& env) {
   const sched::Step& s = plan.schedule.steps[0];
-  const int peer = plan.peers[0].rank;
+  const bool send = s.kind == StepKind::kSend;
+  return runMessage(send, plan.peers[0].rank, send ? ptr(s.a) : ptr(s.dst),
+                    send ? s.a.bytes : s.dst.bytes, id, plan.schedule.algo.c_str(), env);
+}
+
+Status Executor::runMessage(bool send, int peer, void* buf, uint64_t bytes, const OpIdentity& id,
+                            const char* algo, const ExecEnv& env) {
   Connection* conn = env.peers->connection(peer);
   if (!conn)
-    return internalError(describeCall(id, plan.schedule.algo.c_str()) +
-                         ": no connection to rank " + std::to_string(peer));
-  const bool send = s.kind == StepKind::kSend;
-  StatusOr<Op> posted = send ? conn->postSend(ptr(s.a), s.a.bytes, dataTag(0))
-                             : conn->postRecv(ptr(s.dst), s.dst.bytes, dataTag(0));
+    return internalError(describeCall(id, algo) + ": no connection to rank " +
+                         std::to_string(peer));
+  // The step as a plan would hold it, for the error messages only.
+  const auto step = [&] {
+    sched::Step s;
+    s.kind = send ? StepKind::kSend : StepKind::kRecv;
+    s.peer = peer;
+    (send ? s.a : s.dst).bytes = bytes;
+    return s;
+  };
+  StatusOr<Op> posted =
+      send ? conn->postSend(buf, bytes, dataTag(0)) : conn->postRecv(buf, bytes, dataTag(0));
   if (!posted.ok()) return posted.status();
   Op o = *posted;
   // The deadline counts from the first time the op is not done (the caller set none).
@@ -357,13 +370,11 @@ Status Executor::runSingle(const Plan& plan, const OpIdentity& id, const ExecEnv
     bool done = false;
     Status st = conn->test(o, &done);
     if (!st.ok())
-      return st.withContext(describeCall(id, plan.schedule.algo.c_str()) + " " +
-                            describeStep(s, 0));
+      return st.withContext(describeCall(id, algo) + " " + describeStep(step(), 0));
     if (done) return Status();
     if (env.wait.abortFlag && env.wait.abortFlag->load(std::memory_order_relaxed))
-      return remoteError(describeCall(id, plan.schedule.algo.c_str()) +
-                         ": the communicator was aborted on rank " + std::to_string(env.rank) +
-                         " (chorusCommAbort)");
+      return remoteError(describeCall(id, algo) + ": the communicator was aborted on rank " +
+                         std::to_string(env.rank) + " (chorusCommAbort)");
     const auto now = std::chrono::steady_clock::now();
     if (clock.lastProgress.time_since_epoch().count() == 0) {
       clock.lastProgress = clock.lastLiveness = now;
@@ -381,15 +392,15 @@ Status Executor::runSingle(const Plan& plan, const OpIdentity& id, const ExecEnv
     }, &waitMs);
     if (next == Idle::kRetry) continue;
     if (next == Idle::kTimedOut)
-      return timeoutError(describeCall(id, plan.schedule.algo.c_str()) + ": timed out after " +
+      return timeoutError(describeCall(id, algo) + ": timed out after " +
                           std::to_string(env.wait.timeoutSeconds) + " s on rank " +
-                          std::to_string(env.rank) + " waiting for " + describeStep(s, 0));
-    CHORUS_RETURN_IF_ERROR(block(std::span<Connection* const>(&conn, 1), waitMs, false, id, plan));
+                          std::to_string(env.rank) + " waiting for " + describeStep(step(), 0));
+    CHORUS_RETURN_IF_ERROR(block(std::span<Connection* const>(&conn, 1), waitMs, false, id, algo));
   }
 }
 
 Status Executor::block(std::span<Connection* const> conns, int waitMs, bool windowPending,
-                       const OpIdentity& id, const Plan& plan) {
+                       const OpIdentity& id, const char* algo) {
   fds_.clear();
   words_.clear();
   bool sleepOk = true;
@@ -417,7 +428,7 @@ Status Executor::block(std::span<Connection* const> conns, int waitMs, bool wind
     // memory words are looked at every millisecond.
     if (!words_.empty()) waitMs = std::min(waitMs, 1);
     if (::poll(fds_.data(), fds_.size(), waitMs) < 0 && errno != EINTR)
-      st = errnoStatus("poll", describeCall(id, plan.schedule.algo.c_str()));
+      st = errnoStatus("poll", describeCall(id, algo));
   } else {
     sched_yield();
   }
@@ -769,7 +780,8 @@ Status Executor::runDataflow(const Plan& plan, const OpIdentity& id, DataType dt
                           "; " + std::to_string(n - doneCount) + " of " + std::to_string(n) +
                           " steps outstanding");
     }
-    CHORUS_RETURN_IF_ERROR(block(conns_, waitMs, windowPending, id, plan));
+    CHORUS_RETURN_IF_ERROR(
+        block(conns_, waitMs, windowPending, id, plan.schedule.algo.c_str()));
   }
   return Status();
 }

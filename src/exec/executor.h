@@ -106,6 +106,11 @@ class Executor {
   /// Between a part that returned *done false and the part that finishes, nothing else may run
   /// on this executor and `bind` must not change (the communicator's queue keeps the call at
   /// its head meanwhile).
+  /// One point-to-point message without a plan: what run() does for a plan of a single send
+  /// or receive at seq 0 (Plan::single), for a lone blocking chorusSend / chorusRecv. `algo`
+  /// names the call in errors.
+  Status runMessage(bool send, int peer, void* buf, uint64_t bytes, const OpIdentity& id,
+                    const char* algo, const ExecEnv& env);
   Status runInParts(const Plan& plan, Bindings& bind, DataType dtype, ReduceOp op,
                     const OpIdentity& id, const ExecEnv& env, bool resume, bool mayBlock,
                     bool* done);
@@ -136,7 +141,7 @@ class Executor {
   // Nothing moved: blocks until one of `conns` may progress or `waitMs` pass (a connection that
   // can progress right now, or has nothing to block on, makes it return at once).
   Status block(std::span<Connection* const> conns, int waitMs, bool windowPending,
-               const OpIdentity& id, const Plan& plan);
+               const OpIdentity& id, const char* algo);
   Status awaitWindow(const sched::Step& s, size_t index, const Plan& plan, const OpIdentity& id,
                      const ExecEnv& env);
   Status checkWindowHeader(int peer, const Plan& plan, const OpIdentity& id,
