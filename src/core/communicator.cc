@@ -236,8 +236,9 @@ Status Communicator::runP2PNow(std::span<const P2POp> ops) {
   id.dtype = ops.empty() ? DataType::kUint8 : ops.front().dtype;
   if (!p2pCounter_) p2pCounter_ = &algoCounts_["sendrecv:p2p"];  // map nodes do not move
   if (ops.size() == 1 && ops[0].peer != rank_) {
-    // A lone send or receive (chorusSend / chorusRecv outside a group): the one message a plan
-    // of it would hold (Plan::single), without building, finding or binding that plan.
+    // A lone send or receive (chorusSend / chorusRecv or their nonblocking forms, outside a
+    // group): the one message a plan of it would hold (Plan::single), without building,
+    // finding or binding that plan.
     const P2POp& op = ops[0];
     Status st = peers_->connect(op.peer);  // lazy connections: the peer now
     if (!st.ok()) return fail(st.withContext(exec::describeCall(id, "p2p")));

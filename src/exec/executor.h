@@ -98,6 +98,11 @@ class Executor {
   /// communicator then cancels them).
   Status run(const Plan& plan, Bindings& bind, DataType dtype, ReduceOp op, const OpIdentity& id,
              const ExecEnv& env);
+  /// One point-to-point message without a plan: what run() does for a plan of a single send
+  /// or receive at seq 0 (Plan::single), for a lone chorusSend / chorusRecv (or its nonblocking
+  /// form). `algo` names the call in errors.
+  Status runMessage(bool send, int peer, void* buf, uint64_t bytes, const OpIdentity& id,
+                    const char* algo, const ExecEnv& env);
   /// A sequential plan (plan.sequential: window and local steps only) in parts, for a
   /// nonblocking call that progresses when it is posted or tested: runs steps while none has to
   /// wait, and returns with *done false at the first that would (entering the call before every
@@ -106,11 +111,6 @@ class Executor {
   /// Between a part that returned *done false and the part that finishes, nothing else may run
   /// on this executor and `bind` must not change (the communicator's queue keeps the call at
   /// its head meanwhile).
-  /// One point-to-point message without a plan: what run() does for a plan of a single send
-  /// or receive at seq 0 (Plan::single), for a lone blocking chorusSend / chorusRecv. `algo`
-  /// names the call in errors.
-  Status runMessage(bool send, int peer, void* buf, uint64_t bytes, const OpIdentity& id,
-                    const char* algo, const ExecEnv& env);
   Status runInParts(const Plan& plan, Bindings& bind, DataType dtype, ReduceOp op,
                     const OpIdentity& id, const ExecEnv& env, bool resume, bool mayBlock,
                     bool* done);
