@@ -84,7 +84,6 @@ struct Flow {
   uint32_t conn = 0;  // kMessage: its ordered pair's id (Sim::connOf); a CPU piece: cpuConnOf
   FlowKind kind = FlowKind::kMemory;
   bool frozen = false;
-  bool active = false;  // in its bandwidth phase
 };
 
 // When each active flow with a rate sends its last byte: one entry per flow, earliest first (ties:
@@ -434,7 +433,6 @@ class Sim {
   std::vector<uint32_t> bucketVersion_;
   std::priority_queue<BucketEvent, std::vector<BucketEvent>, std::greater<BucketEvent>>
       bucketEvents_;
-  size_t activeFlows_ = 0;
   double now_ = 0;
   Result res_;
 };
@@ -612,8 +610,6 @@ void Sim::activate(int id) {
   }
   f.updatedUs = now_;
   f.rate = 0;
-  f.active = true;
-  ++activeFlows_;
   f.slots.resize(f.resources.size());
   for (size_t k = 0; k < f.resources.size(); ++k) {
     const size_t r = static_cast<size_t>(f.resources[k]);
@@ -637,8 +633,6 @@ void Sim::settle(Flow& f) {
 
 void Sim::removeActive(int id) {
   Flow& f = flows_[static_cast<size_t>(id)];
-  f.active = false;
-  --activeFlows_;
   for (size_t k = 0; k < f.resources.size(); ++k) {
     const size_t r = static_cast<size_t>(f.resources[k]);
     std::vector<int>& list = onResource_[r];
@@ -662,29 +656,25 @@ void Sim::removeActive(int id) {
 }
 
 void Sim::bandwidthDone(int id) {
-  // What the switch needs, read before the slot is reused (the calls below may start flows).
-  struct {
-    FlowKind kind;
-    int64_t step;
-    uint32_t conn;
-    double latencyUs;
-  } const f = {flows_[static_cast<size_t>(id)].kind, flows_[static_cast<size_t>(id)].step,
-               flows_[static_cast<size_t>(id)].conn, flows_[static_cast<size_t>(id)].latencyUs};
+  // Read before the slot is freed: the calls below may start flows, which reuse it or move flows_.
+  const Flow& done = flows_[static_cast<size_t>(id)];
+  const FlowKind kind = done.kind;
+  const int64_t step = done.step;
+  const uint32_t conn = done.conn;
+  const double latencyUs = done.latencyUs;
   freeFlows_.push_back(id);
-  switch (f.kind) {
+  switch (kind) {
     case FlowKind::kMessage: {
-      actions_.push_back({true, f.step, -1});
-      addTimer(0, f.latencyUs, TimerKind::kDeliver, state(f.step).partner, f.step);
-      nextOnConn(f.conn);
+      actions_.push_back({true, step, -1});
+      addTimer(0, latencyUs, TimerKind::kDeliver, state(step).partner, step);
+      nextOnConn(conn);
       break;
     }
-    case FlowKind::kGet:
-      addTimer(0, f.latencyUs, TimerKind::kReadArrived, f.step, -1);
-      break;
-    case FlowKind::kMemory: actions_.push_back({true, f.step, -1}); break;
-    case FlowKind::kCpuSend: nextOnConn(f.conn); sendFlow(f.step); break;
-    case FlowKind::kCpuRecv: nextOnConn(f.conn); received(f.step); break;
-    case FlowKind::kCall: nextOnConn(f.conn); releaseRank(static_cast<int>(f.step)); break;
+    case FlowKind::kGet: addTimer(0, latencyUs, TimerKind::kReadArrived, step, -1); break;
+    case FlowKind::kMemory: actions_.push_back({true, step, -1}); break;
+    case FlowKind::kCpuSend: nextOnConn(conn); sendFlow(step); break;
+    case FlowKind::kCpuRecv: nextOnConn(conn); received(step); break;
+    case FlowKind::kCall: nextOnConn(conn); releaseRank(static_cast<int>(step)); break;
   }
 }
 
