@@ -46,6 +46,8 @@ class SmallList {
     reserve(size_ + 1);
     data()[size_++] = v;
   }
+  void pop_back() { --size_; }
+  T& back() { return data()[size_ - 1]; }
 
  private:
   T* data() { return heap_.empty() ? local_.data() : heap_.data(); }
@@ -84,6 +86,25 @@ struct Flow {
   uint32_t conn = 0;  // kMessage: its ordered pair's id (Sim::connOf); a CPU piece: cpuConnOf
   FlowKind kind = FlowKind::kMemory;
   bool frozen = false;
+};
+
+// What the rate computation reads and writes of one resource, in one record: a recomputation
+// visits each resource it touches two or three times, and with these fields in a dozen arrays
+// each visit was a cache miss per array (a 16,384-rank machine has 143,000 resources).
+struct ResState {
+  double capacity = kUnlimited;  // Machine::capacity and burstBytes, read once
+  double burst = 0;
+  double left = 0;    // fillShares: the capacity not given out yet
+  double weight = 0;  // fillShares: the unfrozen flows' weights here
+  double out = 0, outMax = 0;  // the load and fastest rate of the flows outside S
+  double load = 0, maxIn = 0;  // sharesHold: the load with S's shares, S's fastest rate
+  double bottleneckMin = 0;    // sharesHold: the slowest S flow this resource holds
+  double busySince = 0;        // when its list last became non-empty
+  double bytes = 0, busyUs = 0;  // Result::resourceBytes and resourceBusyUs, until the end
+  int unfrozen = 0;            // fillShares: S flows here not frozen yet
+  uint32_t mark = 0, growMark = 0;  // Sim::epoch_ / growEpoch_ when added to S / to grow
+  // The active flows (a flow crossing it twice, as folded flows may, is listed twice).
+  SmallList<int, 4> flows;
 };
 
 // When each active flow with a rate sends its last byte: one entry per flow, earliest first (ties:
@@ -408,22 +429,12 @@ class Sim {
   std::vector<std::vector<int64_t>> signals_;  // per rank: its signal steps in order
   std::vector<std::vector<int64_t>> waiters_;  // per rank: awaits on it not yet satisfied
 
-  // Active flows per resource (a flow crossing a resource twice, as folded flows may, is listed
-  // twice), and what a rate computation needs per resource.
-  std::vector<std::vector<int>> onResource_;
-  std::vector<double> busySince_;
-  std::vector<double> resLeft_;
-  std::vector<int> resUnfrozen_;
-  std::vector<double> resWeight_;  // the unfrozen flows' weights on the resource
-  std::vector<uint32_t> resMark_, flowMark_;
-  // shareRates' set S (flows, and the resources they cross), the resources it grows by, and per
-  // resource the load and fastest rate outside S, the load and fastest rate of S, and the
-  // slowest S flow it holds.
+  std::vector<ResState> rs_;  // per resource
+  std::vector<uint32_t> flowMark_;
+  // shareRates' set S (flows, and the resources they cross) and the resources it grows by.
   std::vector<int> scratchRes_, scratchFlows_, scratchGrow_;
-  std::vector<uint32_t> growMark_;
   uint32_t growEpoch_ = 0;
   bool outsideFlows_ = false;  // a resource of S also carries flows outside S
-  std::vector<double> resOut_, resOutMax_, resLoad_, resMaxIn_, resBottleneckMin_;
   uint32_t epoch_ = 0;
   std::vector<int> dirtyResources_;  // where flows started or ended since the last computation
   CompletionHeap completions_;
@@ -602,7 +613,7 @@ void Sim::startFlow(Flow f) {
 void Sim::activate(int id) {
   Flow& f = flows_[static_cast<size_t>(id)];
   bool limited = f.cap < kUnlimited;
-  for (int r : f.resources) limited = limited || m_.capacity(r) < kUnlimited;
+  for (int r : f.resources) limited = limited || rs_[static_cast<size_t>(r)].capacity < kUnlimited;
   if (f.remaining <= 0 || !limited) {
     f.remaining = 0;
     bandwidthDone(id);
@@ -615,10 +626,11 @@ void Sim::activate(int id) {
     const size_t r = static_cast<size_t>(f.resources[k]);
     // Every active flow runs to its end, so what it will carry over each resource is known now:
     // no per-resource bookkeeping each time its rate changes.
-    res_.resourceBytes[r] += f.remaining * weight(f, k);
-    if (onResource_[r].empty()) busySince_[r] = now_;
-    f.slots[k] = static_cast<uint32_t>(onResource_[r].size());
-    onResource_[r].push_back(id);
+    ResState& rs = rs_[r];
+    rs.bytes += f.remaining * weight(f, k);
+    if (rs.flows.empty()) rs.busySince = now_;
+    f.slots[k] = static_cast<uint32_t>(rs.flows.size());
+    rs.flows.push_back(id);
     dirtyResources_.push_back(f.resources[k]);
   }
 }
@@ -635,7 +647,8 @@ void Sim::removeActive(int id) {
   Flow& f = flows_[static_cast<size_t>(id)];
   for (size_t k = 0; k < f.resources.size(); ++k) {
     const size_t r = static_cast<size_t>(f.resources[k]);
-    std::vector<int>& list = onResource_[r];
+    ResState& rs = rs_[r];
+    SmallList<int, 4>& list = rs.flows;
     const uint32_t at = f.slots[k];
     const uint32_t last = static_cast<uint32_t>(list.size() - 1);
     if (at != last) {
@@ -650,7 +663,7 @@ void Sim::removeActive(int id) {
       list[at] = moved;
     }
     list.pop_back();
-    if (list.empty()) res_.resourceBusyUs[r] += now_ - busySince_[r];
+    if (list.empty()) rs.busyUs += now_ - rs.busySince;
     dirtyResources_.push_back(f.resources[k]);
   }
 }
@@ -854,20 +867,19 @@ void Sim::finish(int64_t g, int64_t cause) {
 }
 
 void Sim::settleBucket(size_t r) {
-  const double burst = m_.burstBytes(static_cast<int>(r));
-  if (burst <= 0) return;
+  const ResState& rs = rs_[r];
+  if (rs.burst <= 0) return;
   const double dt = now_ - tokensAt_[r];
-  tokens_[r] = std::clamp(tokens_[r] + (m_.capacity(static_cast<int>(r)) - load_[r]) * dt, 0.0,
-                          burst);
+  tokens_[r] = std::clamp(tokens_[r] + (rs.capacity - load_[r]) * dt, 0.0, rs.burst);
   tokensAt_[r] = now_;
 }
 
 double Sim::capacityNow(size_t r) const {
-  const double burst = m_.burstBytes(static_cast<int>(r));
+  const ResState& rs = rs_[r];
   // A bucket with a byte's worth or less left counts as empty, so rounding cannot leave a
   // resource flipping between its two capacities.
-  if (burst > 0 && tokens_[r] > 1) return kUnlimited;
-  return m_.capacity(static_cast<int>(r));
+  if (rs.burst > 0 && tokens_[r] > 1) return kUnlimited;
+  return rs.capacity;
 }
 
 // Progressive filling over S (scratchFlows_, crossing scratchRes_): every rate of S grows
@@ -882,7 +894,8 @@ void Sim::fillShares() {
     const size_t ri = static_cast<size_t>(r);
     settleBucket(ri);  // at the load it had until now
     double out = 0, outMax = 0;
-    const std::vector<int>& on = onResource_[ri];
+    ResState& rs = rs_[ri];
+    const SmallList<int, 4>& on = rs.flows;
     for (size_t i = 0; i < on.size(); ++i) {
       if (flowMark_[static_cast<size_t>(on[i])] == epoch_) continue;
       outsideFlows_ = true;
@@ -891,11 +904,11 @@ void Sim::fillShares() {
       outMax = std::max(outMax, rate);
     }
     const double cap = capacityNow(ri);
-    resLeft_[ri] = cap == kUnlimited ? cap : std::max(0.0, cap - out);
-    resOut_[ri] = out;
-    resOutMax_[ri] = outMax;
-    resUnfrozen_[ri] = 0;
-    resWeight_[ri] = 0;
+    rs.left = cap == kUnlimited ? cap : std::max(0.0, cap - out);
+    rs.out = out;
+    rs.outMax = outMax;
+    rs.unfrozen = 0;
+    rs.weight = 0;
   }
   for (int id : fl) {
     Flow& f = flows_[static_cast<size_t>(id)];
@@ -903,8 +916,9 @@ void Sim::fillShares() {
     f.bottleneck = -1;
     f.frozen = false;
     for (size_t k = 0; k < f.resources.size(); ++k) {
-      ++resUnfrozen_[static_cast<size_t>(f.resources[k])];
-      resWeight_[static_cast<size_t>(f.resources[k])] += weight(f, k);
+      ResState& rs = rs_[static_cast<size_t>(f.resources[k])];
+      ++rs.unfrozen;
+      rs.weight += weight(f, k);
     }
   }
   size_t unfrozen = fl.size();
@@ -912,9 +926,9 @@ void Sim::fillShares() {
     double delta = kUnlimited;
     int tightest = -1;
     for (int r : res) {
-      const size_t ri = static_cast<size_t>(r);
-      if (resUnfrozen_[ri] > 0 && resLeft_[ri] / resWeight_[ri] < delta) {
-        delta = resLeft_[ri] / resWeight_[ri];
+      const ResState& rs = rs_[static_cast<size_t>(r)];
+      if (rs.unfrozen > 0 && rs.left / rs.weight < delta) {
+        delta = rs.left / rs.weight;
         tightest = r;
       }
     }
@@ -927,7 +941,7 @@ void Sim::fillShares() {
       if (f.frozen) continue;
       f.share += delta;
       for (size_t k = 0; k < f.resources.size(); ++k)
-        resLeft_[static_cast<size_t>(f.resources[k])] -= delta * weight(f, k);
+        rs_[static_cast<size_t>(f.resources[k])].left -= delta * weight(f, k);
     }
     // Freeze flows at their ceiling or on a full resource (all of them, should rounding leave
     // none to freeze: the loop must end).
@@ -939,7 +953,7 @@ void Sim::fillShares() {
       for (int r : f.resources) {
         const size_t ri = static_cast<size_t>(r);
         const double cap = capacityNow(ri);
-        if (cap < kUnlimited && resLeft_[ri] <= cap * 1e-12) {
+        if (cap < kUnlimited && rs_[ri].left <= cap * 1e-12) {
           full = r;
           break;
         }
@@ -949,9 +963,9 @@ void Sim::fillShares() {
       f.bottleneck = full;
       --unfrozen;
       for (size_t k = 0; k < f.resources.size(); ++k) {
-        const size_t ri = static_cast<size_t>(f.resources[k]);
-        if (--resUnfrozen_[ri] == 0) resWeight_[ri] = 0;  // no rounding residue
-        else resWeight_[ri] -= weight(f, k);
+        ResState& rs = rs_[static_cast<size_t>(f.resources[k])];
+        if (--rs.unfrozen == 0) rs.weight = 0;  // no rounding residue
+        else rs.weight -= weight(f, k);
       }
     }
     if (unfrozen == before) {
@@ -960,7 +974,7 @@ void Sim::fillShares() {
         if (f.frozen) continue;
         f.frozen = true;
         f.bottleneck = tightest;
-        for (int r : f.resources) --resUnfrozen_[static_cast<size_t>(r)];
+        for (int r : f.resources) --rs_[static_cast<size_t>(r)].unfrozen;
       }
       unfrozen = 0;
     }
@@ -975,54 +989,56 @@ bool Sim::sharesHold() {
   const std::vector<int>& res = scratchRes_;
   const std::vector<int>& fl = scratchFlows_;
   for (int r : res) {
-    const size_t ri = static_cast<size_t>(r);
-    resLoad_[ri] = resOut_[ri];
-    resMaxIn_[ri] = 0;
-    resBottleneckMin_[ri] = kUnlimited;
+    ResState& rs = rs_[static_cast<size_t>(r)];
+    rs.load = rs.out;
+    rs.maxIn = 0;
+    rs.bottleneckMin = kUnlimited;
   }
   for (int id : fl) {
     const Flow& f = flows_[static_cast<size_t>(id)];
     for (size_t k = 0; k < f.resources.size(); ++k) {
-      const size_t ri = static_cast<size_t>(f.resources[k]);
-      resLoad_[ri] += f.share * weight(f, k);
-      resMaxIn_[ri] = std::max(resMaxIn_[ri], f.share);
+      ResState& rs = rs_[static_cast<size_t>(f.resources[k])];
+      rs.load += f.share * weight(f, k);
+      rs.maxIn = std::max(rs.maxIn, f.share);
     }
     if (f.bottleneck >= 0) {
-      const size_t b = static_cast<size_t>(f.bottleneck);
-      resBottleneckMin_[b] = std::min(resBottleneckMin_[b], f.share);
+      ResState& b = rs_[static_cast<size_t>(f.bottleneck)];
+      b.bottleneckMin = std::min(b.bottleneckMin, f.share);
     }
   }
   const auto full = [&](size_t ri) {
     const double cap = capacityNow(ri);
-    return cap < kUnlimited && resLoad_[ri] >= cap * (1 - 1e-9);
+    return cap < kUnlimited && rs_[ri].load >= cap * (1 - 1e-9);
   };
   std::vector<int>& grow = scratchGrow_;
   grow.clear();
   if (++growEpoch_ == 0) {
-    std::fill(growMark_.begin(), growMark_.end(), 0);
+    for (ResState& rs : rs_) rs.growMark = 0;
     growEpoch_ = 1;
   }
   const auto mark = [&](size_t ri) {
-    if (growMark_[ri] == growEpoch_) return;
-    growMark_[ri] = growEpoch_;
+    if (rs_[ri].growMark == growEpoch_) return;
+    rs_[ri].growMark = growEpoch_;
     grow.push_back(static_cast<int>(ri));
   };
   for (int r : res) {
     const size_t ri = static_cast<size_t>(r);
+    const ResState& rs = rs_[ri];
     // A flow outside S faster than an S flow held here: it must give way.
-    if (resOutMax_[ri] > resBottleneckMin_[ri] * (1 + 1e-9)) mark(ri);
+    if (rs.outMax > rs.bottleneckMin * (1 + 1e-9)) mark(ri);
     // Flows outside S whose bottleneck S crosses: it must still be full, and theirs the top rate.
-    for (int id : onResource_[ri]) {
+    for (int id : rs.flows) {
       if (flowMark_[static_cast<size_t>(id)] == epoch_) continue;
       const Flow& g = flows_[static_cast<size_t>(id)];
       if (g.bottleneck < 0) continue;
       const size_t b = static_cast<size_t>(g.bottleneck);
-      if (resMark_[b] != epoch_ || growMark_[b] == growEpoch_) continue;
-      if (!full(b) || g.rate < std::max(resMaxIn_[b], resOutMax_[b]) * (1 - 1e-9)) mark(b);
+      const ResState& bs = rs_[b];
+      if (bs.mark != epoch_ || bs.growMark == growEpoch_) continue;
+      if (!full(b) || g.rate < std::max(bs.maxIn, bs.outMax) * (1 - 1e-9)) mark(b);
     }
   }
   for (int r : grow)
-    for (int id : onResource_[static_cast<size_t>(r)]) addToShare(id);
+    for (int id : rs_[static_cast<size_t>(r)].flows) addToShare(id);
   return grow.empty();
 }
 
@@ -1042,8 +1058,9 @@ void Sim::addToShare(int id) {
   flowMark_[static_cast<size_t>(id)] = epoch_;
   scratchFlows_.push_back(id);
   for (int r : flows_[static_cast<size_t>(id)].resources) {
-    if (resMark_[static_cast<size_t>(r)] == epoch_) continue;
-    resMark_[static_cast<size_t>(r)] = epoch_;
+    uint32_t& mark = rs_[static_cast<size_t>(r)].mark;
+    if (mark == epoch_) continue;
+    mark = epoch_;
     scratchRes_.push_back(r);
   }
 }
@@ -1062,7 +1079,7 @@ void Sim::addToShare(int id) {
 void Sim::shareRates() {
   res_.events++;
   if (++epoch_ == 0) {  // wrapped: clear the marks
-    std::fill(resMark_.begin(), resMark_.end(), 0);
+    for (ResState& rs : rs_) rs.mark = 0;
     std::fill(flowMark_.begin(), flowMark_.end(), 0);
     epoch_ = 1;
   }
@@ -1074,19 +1091,20 @@ void Sim::shareRates() {
   // The changed resources open `res` (one left without flows is kept too: its bucket's load
   // must become 0); their flows, and the resources those cross, follow.
   for (int r : dirtyResources_) {
-    if (resMark_[static_cast<size_t>(r)] == epoch_) continue;
-    resMark_[static_cast<size_t>(r)] = epoch_;
+    uint32_t& mark = rs_[static_cast<size_t>(r)].mark;
+    if (mark == epoch_) continue;
+    mark = epoch_;
     res.push_back(r);
   }
   dirtyResources_.clear();
   for (size_t k = 0, changed = res.size(); k < changed; ++k)
-    for (int id : onResource_[static_cast<size_t>(res[k])]) addToShare(id);
+    for (int id : rs_[static_cast<size_t>(res[k])].flows) addToShare(id);
   // The discovery order is itself deterministic (resource lists change only through events,
   // which run in a fixed order), so the result does not depend on anything but the input.
   for (int growths = 0;; ++growths) {
     if (growths == 4 || opt_.wholeComponents) {
       for (size_t k = 0; k < res.size(); ++k)
-        for (int id : onResource_[static_cast<size_t>(res[k])]) addToShare(id);
+        for (int id : rs_[static_cast<size_t>(res[k])].flows) addToShare(id);
       fillShares();
       break;
     }
@@ -1109,12 +1127,13 @@ void Sim::shareRates() {
   // (then its capacity falls back and the rates change).
   for (int r : res) {
     const size_t ri = static_cast<size_t>(r);
-    if (m_.burstBytes(r) <= 0) continue;
+    const ResState& rs = rs_[ri];
+    if (rs.burst <= 0) continue;
     double load = 0;  // weight 1: only NIC ports have buckets, and CPU weights are on CPUs
-    for (int id : onResource_[ri]) load += flows_[static_cast<size_t>(id)].rate;
+    for (int id : rs.flows) load += flows_[static_cast<size_t>(id)].rate;
     load_[ri] = load;
     ++bucketVersion_[ri];
-    const double over = load - m_.capacity(r);
+    const double over = load - rs.capacity;
     if (capacityNow(ri) == kUnlimited && over > 0)
       bucketEvents_.push({now_ + tokens_[ri] / over, r, bucketVersion_[ri]});
   }
@@ -1159,17 +1178,11 @@ StatusOr<Result> Sim::run() {
   signals_.assign(static_cast<size_t>(nranks_), {});
   waiters_.assign(static_cast<size_t>(nranks_), {});
   const size_t nres = static_cast<size_t>(m_.numResources());
-  onResource_.assign(nres, {});
-  busySince_.assign(nres, 0);
-  resLeft_.assign(nres, 0);
-  resUnfrozen_.assign(nres, 0);
-  resWeight_.assign(nres, 0);
-  resMark_.assign(nres, 0);
-  growMark_.assign(nres, 0);
-  for (auto* v : {&resOut_, &resOutMax_, &resLoad_, &resMaxIn_, &resBottleneckMin_})
-    v->assign(nres, 0);
-  res_.resourceBytes.assign(nres, 0);
-  res_.resourceBusyUs.assign(nres, 0);
+  rs_.assign(nres, {});
+  for (size_t r = 0; r < nres; ++r) {
+    rs_[r].capacity = m_.capacity(static_cast<int>(r));
+    rs_[r].burst = m_.burstBytes(static_cast<int>(r));
+  }
   // Buckets start empty: the calls a benchmark times run back to back, and each leaves the
   // links it saturated with no tokens left (a full bucket would be an isolated call's).
   tokens_.assign(nres, 0);
@@ -1265,6 +1278,12 @@ StatusOr<Result> Sim::run() {
       }
       res_.rankDoneUs[r] = std::max(res_.rankDoneUs[r], d);
     }
+  }
+  res_.resourceBytes.resize(rs_.size());
+  res_.resourceBusyUs.resize(rs_.size());
+  for (size_t r = 0; r < rs_.size(); ++r) {
+    res_.resourceBytes[r] = rs_[r].bytes;
+    res_.resourceBusyUs[r] = rs_[r].busyUs;
   }
   if (fold_) {
     // Every image on host h did what its representative did, on host h's copies.
