@@ -406,6 +406,8 @@ class Sim {
   void fillShares();
   bool sharesHold();
   void addToShare(int id);
+  static constexpr size_t kAloneMax = 16;  // rateAlone's route length
+  void rateAlone(int id);
   double weightOn(int id, size_t r, uint32_t slot) const;
   // Token buckets: brings resource r's tokens up to now at its last load; the capacity the
   // rates see (unlimited while tokens are left).
@@ -641,6 +643,14 @@ void Sim::activate(int id) {
   }
   f.updatedUs = now_;
   f.rate = 0;
+  // Alone on every resource it crosses, without a token bucket: no other rate can change, and
+  // its own is what the filling gives a flow by itself (most flows of a large run: a rank's
+  // memory, a port only it uses at the time).
+  bool alone = !opt_.wholeComponents && f.resources.size() <= kAloneMax;
+  for (int r : f.resources) {
+    const ResState& rs = rs_[static_cast<size_t>(r)];
+    alone = alone && rs.flows.empty() && rs.burst <= 0;
+  }
   f.slots.resize(f.resources.size());
   for (size_t k = 0; k < f.resources.size(); ++k) {
     const size_t r = static_cast<size_t>(f.resources[k]);
@@ -651,8 +661,53 @@ void Sim::activate(int id) {
     if (rs.flows.empty()) rs.busySince = now_;
     f.slots[k] = static_cast<uint32_t>(rs.flows.size());
     rs.flows.push_back(id);
-    dirtyResources_.push_back(f.resources[k]);
+    if (!alone) dirtyResources_.push_back(f.resources[k]);
   }
+  if (alone) rateAlone(id);
+}
+
+// fillShares and shareRates for S = {flow id} with nothing else on its resources, in the same
+// operations and order, so the rate (and so every time) is the same to the last bit: one round
+// of the filling either freezes the flow on a full resource or at its cap, or (rounding) on the
+// tightest resource.
+void Sim::rateAlone(int id) {
+  Flow& f = flows_[static_cast<size_t>(id)];
+  std::array<int, kAloneMax> ids;
+  std::array<double, kAloneMax> left, weights;
+  std::array<size_t, kAloneMax> at;  // per entry of f.resources: its distinct resource
+  size_t m = 0;
+  for (size_t k = 0; k < f.resources.size(); ++k) {
+    size_t j = 0;
+    while (j < m && ids[j] != f.resources[k]) ++j;
+    if (j == m) {
+      const double cap = rs_[static_cast<size_t>(f.resources[k])].capacity;
+      ids[m] = f.resources[k];
+      left[m] = cap == kUnlimited ? cap : std::max(0.0, cap - 0.0);
+      weights[m++] = 0;
+    }
+    weights[j] += weight(f, k);
+    at[k] = j;
+  }
+  double delta = kUnlimited;
+  int tightest = -1;
+  for (size_t j = 0; j < m; ++j)
+    if (left[j] / weights[j] < delta) {
+      delta = left[j] / weights[j];
+      tightest = ids[j];
+    }
+  delta = std::min(delta, f.cap - 0.0);
+  const double share = 0 + delta;
+  for (size_t k = 0; k < f.resources.size(); ++k) left[at[k]] -= delta * weight(f, k);
+  int full = -1;
+  for (size_t k = 0; k < f.resources.size() && full < 0; ++k) {
+    const double cap = rs_[static_cast<size_t>(f.resources[k])].capacity;
+    if (cap < kUnlimited && left[at[k]] <= cap * 1e-12) full = f.resources[k];
+  }
+  f.bottleneck = full >= 0 || share >= f.cap * (1 - 1e-12) ? full : tightest;
+  f.share = share;
+  if (share == f.rate) return;  // 0: no completion until a later computation gives it a rate
+  f.rate = share;
+  completions_.set(id, now_ + f.remaining / f.rate);
 }
 
 // Brings `remaining` up to now at the flow's current rate (the resources' byte counts took the
@@ -684,7 +739,8 @@ void Sim::removeActive(int id) {
     }
     list.pop_back();
     if (list.empty()) rs.busyUs += now_ - rs.busySince;
-    dirtyResources_.push_back(f.resources[k]);
+    // A resource left without flows has no rate to change (but a bucket's load to set).
+    if (!list.empty() || rs.burst > 0) dirtyResources_.push_back(f.resources[k]);
   }
 }
 

@@ -33,7 +33,9 @@
 // (every flow at its cap or on a full resource where no flow is faster) where the two sets
 // meet, and grows the set where it is not; no rate outside the flows connected to the change
 // through shared resources can change, and after a few growths it takes all of those
-// (EngineOptions::wholeComponents: always, at once).
+// (EngineOptions::wholeComponents: always, at once). A flow that starts alone on every resource
+// it crosses (no token bucket there) gets its rate at once, by the same arithmetic, and one that
+// ends leaves alone the resources it had to itself: no recomputation for either.
 //
 // The CPU (EngineOptions::msgUs, msgBytesPerUs, callUs; a machine with CPUs, Machine::cpus).
 // A rank's software costs are work on its CPU resources, counted in CPU microseconds: its own
