@@ -293,16 +293,21 @@ struct StepInfo {
 
 // A step's state, one per simulated step, in one record: starting or finishing a step touches
 // one cache line of state rather than one per array (at millions of steps those misses are most
-// of the run time). Global step ids fit 31 bits (Sim::load checks). It started at
-// max(readyUs, arrivedUs); a receive's message came from its partner.
+// of the run time), 32 bytes (two to a line; at 67 million steps the size is most of the memory
+// too). Global step ids fit 31 bits, dependencies 30 (Sim::load checks). A step starts when it is
+// ready (its dependencies done) and, for a receive, its message has arrived too; a receive's
+// message came from its partner.
 struct StepState {
-  double readyUs = -1, arrivedUs = -1, doneUs = -1;
+  double startUs = -1;  // when it started: the later of ready and arrived (before: the first)
+  double doneUs = -1;
   int32_t cause = -1;    // the step that set its start (critical path)
   int32_t partner = -1;  // the matching send or receive
-  uint32_t pending = 0;  // dependencies not done yet
+  uint32_t pending : 30 = 0;  // dependencies not done yet
+  uint32_t ready : 1 = 0;
+  uint32_t arrived : 1 = 0;
   int32_t rank = 0;
 };
-static_assert(sizeof(StepState) == 40);
+static_assert(sizeof(StepState) == 32);
 
 // What match() needs of a plan's peer: its message queues (in Sim::lists_, shared by the ranks
 // running one plan).
@@ -365,7 +370,9 @@ class Sim {
   void activate(int id);
   void bandwidthDone(int id);
   void memoryFlow(int64_t g, double bytes);
-  void receive(int64_t g);  // the message has arrived and the step has started
+  // The message has arrived and the step has started; `messageLast`: the arrival was not
+  // before the start (the same time counts as last).
+  void receive(int64_t g, bool messageLast);
   void received(int64_t g);  // and its CPU piece is done
   void sendFlow(int64_t g);  // a send's or notify's message, after its CPU piece
   void cpuFlow(FlowKind kind, int64_t step, int rank, double us);
@@ -519,6 +526,9 @@ Status Sim::load() {
           return invalidArgument(who + ": more than 2^32 dependencies in the plans");
         info.depBegin = static_cast<uint32_t>(depBegin);
         info.depCount = plan.depStart[i + 1] - plan.depStart[i];
+        if (plan.depCount[i] >= (1u << 30))
+          return invalidArgument(who + ": step " + std::to_string(i) + " has 2^30 or more "
+                                 "dependencies");
         info.deps = plan.depCount[i];
         info.peer = x.peer;
         info.target = x.target;
@@ -805,9 +815,9 @@ void Sim::memoryFlow(int64_t g, double bytes) {
   startFlow(std::move(f));
 }
 
-void Sim::receive(int64_t g) {
+void Sim::receive(int64_t g, bool messageLast) {
   StepState& st = state(g);
-  if (st.arrivedUs >= st.readyUs) st.cause = st.partner;  // the message came last
+  if (messageLast) st.cause = st.partner;
   const int r = st.rank;
   if (const double us = msgUs(r, peerOf(infoOf(g, r), r)); us > 0)
     cpuFlow(FlowKind::kCpuRecv, g, r, us);
@@ -853,7 +863,9 @@ void Sim::start(int64_t g, int64_t cause) {
   const int r = st.rank;
   const StepInfo& s = infoOf(g, r);
   const int peer = peerOf(s, r);
-  st.readyUs = now_;
+  const bool arrivedNow = st.arrived && st.startUs >= now_;  // at this very time
+  st.ready = 1;
+  st.startUs = now_;
   st.cause = static_cast<int32_t>(cause);
   switch (s.kind) {
     case StepKind::kSend:
@@ -866,7 +878,7 @@ void Sim::start(int64_t g, int64_t cause) {
     case StepKind::kRecv:
     case StepKind::kRecvReduce:
     case StepKind::kWait:
-      if (st.arrivedUs >= 0) receive(g);
+      if (st.arrived) receive(g, arrivedNow);
       break;
     case StepKind::kGet:
     case StepKind::kGetReduce: {
@@ -1325,10 +1337,13 @@ StatusOr<Result> Sim::run() {
       const Timer tm = timers_.top();
       timers_.pop();
       switch (tm.kind) {
-        case TimerKind::kDeliver:  // from its partner, tm.cause
-          state(tm.step).arrivedUs = now_;
-          if (state(tm.step).readyUs >= 0) receive(tm.step);
+        case TimerKind::kDeliver: {  // from its partner, tm.cause
+          StepState& st = state(tm.step);
+          st.arrived = 1;
+          st.startUs = now_;  // the arrival is the first event, or the later one
+          if (st.ready) receive(tm.step, true);
           break;
+        }
         case TimerKind::kReadArrived:
           if (infoOf(tm.step).kind == StepKind::kGetReduce)
             memoryFlow(tm.step,
@@ -1391,7 +1406,7 @@ StatusOr<Result> Sim::run() {
     ps.bytes = isSendLike(s.kind) || s.kind == StepKind::kGet || s.kind == StepKind::kGetReduce
                    ? s.aBytes
                    : s.dstBytes;
-    ps.startUs = std::max(state(g).readyUs, state(g).arrivedUs);
+    ps.startUs = state(g).startUs;
     ps.endUs = state(g).doneUs;
     res_.criticalPath.push_back(ps);
     if (res_.criticalPath.size() > total) break;  // a cycle would be a bug; do not hang
