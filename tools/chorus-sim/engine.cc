@@ -366,7 +366,7 @@ class Sim {
   }
   void start(int64_t g, int64_t cause);
   void finish(int64_t g, int64_t cause);
-  void startFlow(Flow f);
+  void startFlow(Flow&& f);
   void activate(int id);
   void bandwidthDone(int id);
   void memoryFlow(int64_t g, double bytes);
@@ -616,7 +616,7 @@ void Sim::addTimer(double at, double delay, TimerKind kind, int64_t step, int64_
   timers_.push({delay >= 0 ? now_ + delay : at, timerSeq_++, kind, step, cause}, delay);
 }
 
-void Sim::startFlow(Flow f) {
+void Sim::startFlow(Flow&& f) {
   res_.flows++;
   int id;
   if (!freeFlows_.empty()) {
