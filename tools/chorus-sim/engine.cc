@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstddef>
 #include <initializer_list>
 #include <memory>
+#include <type_traits>
 #include <deque>
 #include <queue>
 #include <unordered_map>
@@ -24,25 +26,25 @@ enum class FlowKind : uint8_t { kMessage, kGet, kMemory, kCpuSend, kCpuRecv, kCa
 
 // A short list kept inside its flow (or resource), spilling to the heap past N entries. A route
 // crosses a handful of resources, and the rate computation walks every changed flow's resources
-// and slots: kept in vectors, each was an allocation per flow and a cache miss per visit. 16
-// bytes besides the N entries (a flow is 192 bytes, a resource's state 144).
+// and slots: kept in vectors, each was an allocation per flow and a cache miss per visit. 8
+// bytes besides the N entries (the spilled list's pointer shares their space).
 template <typename T, size_t N>
 class SmallList {
+  static_assert(std::is_trivially_copyable_v<T>);
+
  public:
   SmallList() = default;
   SmallList(const SmallList& o) { assign(o.data(), o.size_); }
-  SmallList(SmallList&& o) noexcept { *this = std::move(o); }
+  SmallList(SmallList&& o) noexcept { take(o); }
+  ~SmallList() { release(); }
   SmallList& operator=(const SmallList& o) {
     return this == &o ? *this : assign(o.data(), o.size_);
   }
   SmallList& operator=(SmallList&& o) noexcept {
-    if (this == &o) return *this;
-    local_ = o.local_;
-    heap_ = std::move(o.heap_);
-    size_ = o.size_;
-    capacity_ = o.capacity_;
-    o.size_ = 0;
-    o.capacity_ = N;
+    if (this != &o) {
+      release();
+      take(o);
+    }
     return *this;
   }
   SmallList& operator=(std::initializer_list<T> v) { return assign(v.begin(), v.size()); }
@@ -67,8 +69,9 @@ class SmallList {
   void pop_back() { --size_; }
 
  private:
-  T* data() { return heap_ ? heap_.get() : local_.data(); }
-  const T* data() const { return heap_ ? heap_.get() : local_.data(); }
+  bool spilled() const { return capacity_ > N; }
+  T* data() { return spilled() ? heap_ : local_; }
+  const T* data() const { return spilled() ? heap_ : local_; }
   SmallList& assign(const T* from, size_t n) {
     size_ = 0;
     reserve(n);
@@ -79,14 +82,31 @@ class SmallList {
   void reserve(size_t n) {
     if (n <= capacity_) return;
     const size_t grown = std::max<size_t>(n, 2 * size_t{capacity_});
-    std::unique_ptr<T[]> bigger(new T[grown]);
-    std::copy_n(data(), size_, bigger.get());
-    heap_ = std::move(bigger);
+    T* bigger = new T[grown];
+    std::copy_n(data(), size_, bigger);
+    release();
+    heap_ = bigger;
     capacity_ = static_cast<uint32_t>(grown);
   }
-  std::array<T, N> local_{};
-  std::unique_ptr<T[]> heap_;  // in use when set (then capacity_ is its size)
-  uint32_t size_ = 0, capacity_ = N;
+  void release() {  // keeps size_: reserve copies first
+    if (spilled()) delete[] heap_;
+    capacity_ = N;
+  }
+  void take(SmallList& o) {
+    size_ = o.size_;
+    capacity_ = o.capacity_;
+    if (o.spilled())
+      heap_ = o.heap_;
+    else
+      std::copy_n(o.local_, o.size_, local_);
+    o.size_ = 0;
+    o.capacity_ = N;
+  }
+  uint32_t size_ = 0, capacity_ = N;  // capacity_ > N: the entries are in heap_
+  union {
+    T local_[N] = {};
+    T* heap_;
+  };
 };
 
 struct Flow {
@@ -105,27 +125,30 @@ struct Flow {
   FlowKind kind = FlowKind::kMemory;
   bool frozen = false;
 };
-static_assert(sizeof(Flow) == 192);
+static_assert(sizeof(Flow) == 176);
 
-// What the rate computation reads and writes of one resource, in one record: a recomputation
-// visits each resource it touches two or three times, and with these fields in a dozen arrays
-// each visit was a cache miss per array (a 16,384-rank machine has 143,000 resources).
-struct ResState {
+// What the engine reads and writes of one resource, in one record: every flow visits each
+// resource it crosses when it starts and ends, a recomputation two or three times more, and with
+// these fields in a dozen arrays each visit was a cache miss per array (2,048 DGX-like hosts have
+// 315,392 resources). What every flow touches comes first, in one cache line.
+struct alignas(64) ResState {
+  // Read or written for every flow that starts or ends on it: the first cache line.
   double capacity = kUnlimited;  // Machine::capacity and burstBytes, read once
   double burst = 0;
+  double bytes = 0, busyUs = 0;  // Result::resourceBytes and resourceBusyUs, until the end
+  double busySince = 0;          // when its list last became non-empty
+  // The active flows (a flow crossing it twice, as folded flows may, is listed twice).
+  SmallList<int, 4> flows;
+  // The rate computation's, when flows share it: the second.
   double left = 0;    // fillShares: the capacity not given out yet
   double weight = 0;  // fillShares: the unfrozen flows' weights here
   double out = 0, outMax = 0;  // the load and fastest rate of the flows outside S
   double load = 0, maxIn = 0;  // sharesHold: the load with S's shares, S's fastest rate
   double bottleneckMin = 0;    // sharesHold: the slowest S flow this resource holds
-  double busySince = 0;        // when its list last became non-empty
-  double bytes = 0, busyUs = 0;  // Result::resourceBytes and resourceBusyUs, until the end
   int unfrozen = 0;            // fillShares: S flows here not frozen yet
   uint32_t mark = 0, growMark = 0;  // Sim::epoch_ / growEpoch_ when added to S / to grow
-  // The active flows (a flow crossing it twice, as folded flows may, is listed twice).
-  SmallList<int, 4> flows;
 };
-static_assert(sizeof(ResState) == 144);
+static_assert(offsetof(ResState, left) == 64 && sizeof(ResState) == 192);
 
 // When each active flow with a rate sends its last byte: one entry per flow, earliest first (ties:
 // lower flow id first), moved in place when the flow's rate changes. (A heap of every rate's
