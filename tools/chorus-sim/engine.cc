@@ -700,9 +700,10 @@ void Sim::activate(int id) {
 }
 
 // fillShares and shareRates for S = {flow id} with nothing else on its resources, in the same
-// operations and order, so the rate (and so every time) is the same to the last bit: one round
-// of the filling either freezes the flow on a full resource or at its cap, or (rounding) on the
-// tightest resource.
+// operations and order, so the rate (and so every time) is the same to the last bit: nothing
+// outside S leaves each resource its whole capacity, and one round of the filling freezes the
+// flow on a full resource or at its cap, or (rounding) on the tightest resource. Kept on local
+// arrays: the resources' second cache lines (ResState) are not touched.
 void Sim::rateAlone(int id) {
   Flow& f = flows_[static_cast<size_t>(id)];
   std::array<int, kAloneMax> ids;
@@ -713,9 +714,8 @@ void Sim::rateAlone(int id) {
     size_t j = 0;
     while (j < m && ids[j] != f.resources[k]) ++j;
     if (j == m) {
-      const double cap = rs_[static_cast<size_t>(f.resources[k])].capacity;
       ids[m] = f.resources[k];
-      left[m] = cap == kUnlimited ? cap : std::max(0.0, cap - 0.0);
+      left[m] = std::max(0.0, rs_[static_cast<size_t>(f.resources[k])].capacity);
       weights[m++] = 0;
     }
     weights[j] += weight(f, k);
@@ -728,9 +728,8 @@ void Sim::rateAlone(int id) {
       delta = left[j] / weights[j];
       tightest = ids[j];
     }
-  delta = std::min(delta, f.cap - 0.0);
-  const double share = 0 + delta;
-  for (size_t k = 0; k < f.resources.size(); ++k) left[at[k]] -= delta * weight(f, k);
+  const double share = std::min(delta, f.cap);
+  for (size_t k = 0; k < f.resources.size(); ++k) left[at[k]] -= share * weight(f, k);
   int full = -1;
   for (size_t k = 0; k < f.resources.size() && full < 0; ++k) {
     const double cap = rs_[static_cast<size_t>(f.resources[k])].capacity;
