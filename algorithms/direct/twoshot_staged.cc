@@ -101,12 +101,16 @@ namespace {
 
 // Rounds are small, so from DRAM each input byte is read once and each output byte written
 // once; the rest stays in the caches: a working set of about an eighth of the message fits the
-// model's cache rate up to 8 MiB, as measured. (Not Traffic::staged: its call costs what a
-// schedule's does, several waits on peers.)
+// model's cache rate up to 8 MiB, as measured. Traffic::staged: like the one-shot it posts no
+// message and no header, only flags and reads in the window, so the executor's cost is the
+// window's, once per synchronisation (2 x rounds + 1), not a schedule of messages' (2 ranks,
+// 8 B: 1.24 us measured in all, where the message call alone was priced at 2 us, which kept
+// the one-shot at 32 KiB; docs/performance.md, "Tuner check on a fresh VM").
 cost::Traffic twoShotStagedTraffic(sched::Coll coll, double N, const cost::CostInput& in) {
   using namespace traffic;
   if (in.roundBytes == 0) return ringAllReduceTraffic(coll, N, in);  // what it builds then
   cost::Traffic t;
+  t.staged = true;
   const double n = in.nranks;
   const double round = static_cast<double>(in.roundBytes);
   const double R = ceilDiv(N, round);

@@ -206,7 +206,8 @@ Breakdown CostModel::explain(const Traffic& t, const CostInput& raw) const {
           : 1.0;
   const bool multiHost = in.hosts > 1;
 
-  b.callUs = share * (t.staged ? host_.stagedCallUs : host_.callOverheadUs) +
+  b.callUs = share * (t.staged ? std::max(1.0, t.waits) * host_.stagedCallUs
+                               : host_.callOverheadUs) +
              t.lineTransfers * host_.lineUs;
   b.latencyUs = t.hops * (multiHost ? lx.latencyUs : li.latencyUs);
   const double messages = t.messages + 2 * t.headerPeers;

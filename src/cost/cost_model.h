@@ -8,8 +8,9 @@
 // over intra-host links and bytes through its host's NIC, one-sided reads, local copies and
 // reductions, blocking waits. Constants turn that into time:
 //
-//   call      per-call executor overhead (window plans: their own, much smaller one), plus
-//             the cache-line transfers between cores on the call's path x lineUs
+//   call      per-call executor overhead (window plans: their own, much smaller one, once per
+//             synchronisation on the window), plus the cache-line transfers between cores on
+//             the call's path x lineUs
 //   latency   hops x latencyUs of the slowest link class involved
 //   messages  messages x stepOverheadUs (CPU per message, sender and receiver each)
 //   wire      max(intra bytes / intra bandwidth, NIC bytes / inter bandwidth), plus a chain's
@@ -87,8 +88,9 @@ struct HostConstants {
   uint64_t cacheBytes = 1 << 20;
   /// Executor overhead per call: plan lookup, per-peer state, headers posted.
   double callOverheadUs = 2;
-  /// Per call of a plan that runs through the host window (no messages): the executor's own
-  /// steps around publishing a word and seeing every peer's; the line transfers come on top.
+  /// Per synchronisation of a plan that runs through the host window (no messages): the
+  /// executor's own steps around publishing a word and seeing every peer's (a one-shot has
+  /// one, a two-shot 2 x rounds + 1: Traffic::waits); the line transfers come on top.
   double stagedCallUs = 0.1;
   /// One-way transfer of a written cache line from one core to another (Traffic::lineTransfers).
   double lineUs = 0.06;
