@@ -10,8 +10,10 @@
 // every host one NIC at --nic-gbps (defaults from the chorus cost model's shm and Ethernet
 // constants).
 #include <CLI/CLI.hpp>
+#include <malloc.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -104,6 +106,12 @@ void printPath(const sim::Result& r) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // An every-rank run builds thousands of plans one after another, each freed once the engine
+  // has read it: let freed memory stay in the process for the next plan (no trimming of the
+  // heap, no mapping of its own per large block) instead of returning it to the kernel and
+  // faulting it in again page by page (at 16,384 ranks that doubled the page faults).
+  mallopt(M_TRIM_THRESHOLD, INT_MAX);
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's ceiling on 64-bit
   std::string topoFile, collName = "allreduce", algos = "tuner", csvFile;
   int hosts = 1, perHost = 0, root = 0, topLinks = 6, dumpRank = -1;
   uint64_t minBytes = 8, maxBytes = 64ull << 20, factor = 4, chunk = 256 << 10;
