@@ -505,7 +505,7 @@ chorusResult_t p2pImpl(bool isSend, const void* buf, size_t count, chorusDataTyp
     if (tlsGroup.depth > 0)
       return report(comm, chorus::invalidUsage("nonblocking calls cannot be made inside "
                                                "chorusGroupStart/chorusGroupEnd"));
-    auto r = comm->impl->sendRecvAsync({op}, comm);
+    auto r = comm->impl->sendRecvAsync(op, comm);
     if (!r.ok()) return report(comm, r.status());
     *req = handleOf(std::move(r).value());
     return chorusSuccess;

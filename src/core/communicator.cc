@@ -287,11 +287,13 @@ struct CollRequest final : Request {
   bool started = false;  // prepared by advance(): the communicator holds the call
 };
 
+// The operation is held in the request itself: posting and freeing a send or receive allocate
+// nothing but the request's pool block.
 struct P2PRequest final : Request {
-  P2PRequest(Communicator* c, std::vector<P2POp> o) : comm(c), ops(std::move(o)) {}
-  Status run() override { return comm->runPointToPoint(ops); }
+  P2PRequest(Communicator* c, const P2POp& o) : comm(c), op(o) {}
+  Status run() override { return comm->runPointToPoint({&op, 1}); }
   Communicator* comm;
-  std::vector<P2POp> ops;
+  P2POp op;
 };
 
 }  // namespace
@@ -316,13 +318,10 @@ Status Communicator::sendRecv(std::span<const P2POp> ops) {
   return queue_.runOrdered([this, ops] { return runP2PNow(ops); });
 }
 
-StatusOr<std::unique_ptr<Request>> Communicator::sendRecvAsync(std::vector<P2POp> ops,
-                                                               void* owner) {
-  uint64_t bytes = 0;
-  for (const P2POp& op : ops) bytes += op.count * dataTypeSize(op.dtype);
-  auto req = std::make_unique<P2PRequest>(this, std::move(ops));
+StatusOr<std::unique_ptr<Request>> Communicator::sendRecvAsync(const P2POp& op, void* owner) {
+  auto req = std::make_unique<P2PRequest>(this, op);
   req->owner = owner;
-  queue_.enqueue(req.get(), bytes >= kUrgentBytes);
+  queue_.enqueue(req.get(), op.count * dataTypeSize(op.dtype) >= kUrgentBytes);
   return std::unique_ptr<Request>(std::move(req));
 }
 

@@ -100,8 +100,9 @@ class Communicator {
   StatusOr<std::unique_ptr<Request>> collectiveAsync(CollArgs args, void* owner = nullptr);
   /// A group of point-to-point operations (the caller's ops: nothing is copied).
   Status sendRecv(std::span<const P2POp> ops);
-  StatusOr<std::unique_ptr<Request>> sendRecvAsync(std::vector<P2POp> ops,
-                                                   void* owner = nullptr);
+  /// A nonblocking send or receive (one operation: nonblocking calls are not grouped), carried
+  /// in its request.
+  StatusOr<std::unique_ptr<Request>> sendRecvAsync(const P2POp& op, void* owner = nullptr);
 
   /// Collective over this communicator; *out is null for color < 0.
   Status split(int color, int key, std::unique_ptr<Communicator>* out);
