@@ -26,10 +26,11 @@ bool isSendLike(StepKind k) { return k == StepKind::kSend || k == StepKind::kNot
 // Memory for the engine's largest arrays (a step record per simulated step and its plan's step
 // list: gigabytes at 16,384 ranks). A block of 2 MiB or more is mapped on its own and advised
 // for transparent huge pages: the kernel then fills it 2 MiB per page fault instead of 4 KiB
-// (an every-rank tree at 256 MiB took 1.5 million faults, 10 s of system time on a VM whose
-// faults are slow), and the event loop's accesses, scattered over all the ranks' records, miss
-// the TLB less. Advice only: where THP is off the block has 4 KiB pages, as before. Smaller
-// blocks come from operator new.
+// (an every-rank tree at 16,384 ranks and 256 MiB has 2.1 GB of step records: half a million
+// 4 KiB faults, slow on a VM), and the event loop's accesses, scattered over all the ranks'
+// records, miss the TLB less. Advice only: where THP is off the block has 4 KiB pages, as
+// before. Smaller blocks come from operator new. (main.cc keeps freed heap memory in the
+// process, the other half of the faults such a run took.)
 template <typename T>
 struct LargeArrays {
   using value_type = T;
